@@ -1,0 +1,98 @@
+# METADATA
+# title: Authority graph evaluation
+# description: |
+#   Decides an authority-checked intent (amount, currency) against the active
+#   authority graph, as DESIGN §6 describes.
+#
+#   The graph is read from data.mandate.graph_index, which src/policy/graph-index.ts
+#   computes once per bundle. For every principal (by external_ref), action and
+#   currency the index holds the principal's grants: the Pareto frontier of
+#   {max_amount, valid_until, via} over its own limits, the limits of the roles it
+#   holds and of the roles reporting to them, and every delegation chain that reaches
+#   it (each chain capped by the smallest amount and the earliest expiry along it).
+#   Walking roles and chains happens at build time, so an evaluation here is a few
+#   keyed lookups and never scans the graph.
+package mandate.authority
+
+# An intent can be checked only when it carries a non-negative amount and a currency.
+# Without them no authority rule fires, so the action falls to the policy's other
+# rules or to HUMAN_REVIEW no_matching_rule: never to ALLOW.
+checkable if {
+	is_number(input.intent.amount)
+	input.intent.amount >= 0
+	is_string(input.intent.currency)
+}
+
+# The acting principal's grants for the intent's action and currency (undefined when none).
+grants := data.mandate.graph_index.authority[input.principal.external_ref][input.intent.action][input.intent.currency]
+
+# Grants still valid at input.now: a valid_until date (YYYY-MM-DD, UTC) is valid through
+# the end of that day. A malformed or missing `now` leaves only grants with no end date.
+live contains grant if {
+	some grant in grants
+	unexpired(grant.valid_until)
+}
+
+unexpired(valid_until) if valid_until == null
+
+unexpired(valid_until) if {
+	is_string(input.now)
+	substring(input.now, 0, 10) <= valid_until
+}
+
+# The effective limit: the largest live grant.
+limit := max({grant.max_amount | some grant in live})
+
+# The live grant that sets the limit (frontier amounts are distinct, so it is unique).
+best := [grant | some grant in live; grant.max_amount == limit][0]
+
+# The approval bands for the action and currency, ascending by up_to_amount.
+bands := data.mandate.graph_index.bands[input.intent.action][input.intent.currency]
+
+# The first band whose up_to_amount is at least the amount (boundaries are inclusive).
+band := bands[min({i | some i, b in bands; input.intent.amount <= b.up_to_amount})]
+
+# The authority decision, {outcome, reason, detail}; undefined when the intent is not checkable.
+result := {"outcome": outcome, "reason": reason, "detail": detail} if {
+	checkable
+	[outcome, reason] := verdict
+}
+
+verdict := ["DENY", "no_delegated_authority"] if {
+	count(live) == 0
+} else := ["DENY", "exceeds_approval_limit"] if {
+	input.intent.amount > limit
+} else := ["ALLOW", "within_delegated_authority"] if {
+	# No approval matrix rows for this action and currency: the limit alone decides.
+	not bands
+} else := ["DENY", "exceeds_approval_limit"] if {
+	not band
+} else := band_verdict(band.approvals_required)
+
+band_verdict(0) := ["ALLOW", "within_delegated_authority"]
+
+band_verdict(1) := ["HUMAN_REVIEW", "requires_approval"]
+
+band_verdict(n) := ["HUMAN_REVIEW", "requires_dual_approval"] if n >= 2
+
+# What the trace shows about the check: the figures compared and where the limit came from.
+detail := {
+	"amount": input.intent.amount,
+	"currency": input.intent.currency,
+	"limit": best_or_none.max_amount,
+	"via": best_or_none.via,
+	"band": band_or_none,
+	"graph_version": graph_version,
+}
+
+default best_or_none := {"max_amount": null, "via": null}
+
+best_or_none := best
+
+default band_or_none := null
+
+band_or_none := band
+
+default graph_version := null
+
+graph_version := data.mandate.graph_index.version

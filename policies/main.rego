@@ -1,0 +1,90 @@
+# METADATA
+# title: Mandate decision entrypoint
+# description: |
+#   data.mandate.main.decision (bundle entrypoint mandate/main/decision) combines every
+#   active runtime policy that covers the intent's action. A runtime policy is a package
+#   mandate.policies.<policy_key> exposing `actions` (the action names it covers) and
+#   `results` (a set of {"outcome", "reason", "rule"} objects, optionally with a
+#   "detail" the trace carries along).
+#
+#   Combination is deny-overrides: any DENY wins, then HUMAN_REVIEW, then ALLOW. Among
+#   the results with the winning outcome the decision's reason is the lexicographically
+#   smallest one, so the same results always give the same reason. A policy that covers
+#   the action but produces no result abstains; when every covering policy abstains the
+#   decision is HUMAN_REVIEW no_matching_rule, and when none covers the action it is
+#   HUMAN_REVIEW unrecognized_action.
+#
+#   The decision is {"outcome", "reason", "trace"}: the trace lists, ordered by policy
+#   then rule, every result that fired and every covering policy that abstained (rule,
+#   outcome and reason null). A result that is not well formed makes the decision
+#   {"error": {...}} instead, which the engine reports as an evaluation error: a broken
+#   policy never decides.
+package mandate.main
+
+outcomes := {"ALLOW", "DENY", "HUMAN_REVIEW"}
+
+decision := {"error": {"code": "malformed_policy_result", "policies": sort(malformed)}} if {
+	count(malformed) > 0
+} else := {"outcome": "HUMAN_REVIEW", "reason": "unrecognized_action", "trace": []} if {
+	count(covering) == 0
+} else := {"outcome": "HUMAN_REVIEW", "reason": "no_matching_rule", "trace": trace} if {
+	count(fired) == 0
+} else := {"outcome": winner, "reason": min({f[3] | some f in fired; f[2] == winner}), "trace": trace}
+
+# Keys of the active policies whose actions name the intent's action.
+covering contains key if {
+	some key
+	input.intent.action in data.mandate.policies[key].actions
+}
+
+# Well-formed results of the covering policies as [policy, rule, outcome, reason, detail]
+# tuples, so that the set orders them by policy, then rule.
+fired contains [key, r.rule, r.outcome, r.reason, object.get(r, "detail", null)] if {
+	some key in covering
+	some r in data.mandate.policies[key].results
+	well_formed(r)
+}
+
+# Covering policies whose results are not a set or hold a result that is not well formed.
+malformed contains key if {
+	some key in covering
+	not is_set(data.mandate.policies[key].results)
+}
+
+malformed contains key if {
+	some key in covering
+	some r in data.mandate.policies[key].results
+	not well_formed(r)
+}
+
+well_formed(r) if {
+	is_object(r)
+	r.outcome in outcomes
+	is_string(r.rule)
+	is_string(r.reason)
+	regex.match(`^[a-z][a-z0-9_]*$`, r.reason)
+}
+
+# Covering policies that produced no result.
+abstaining contains key if {
+	some key in covering
+	not decided(key)
+}
+
+decided(key) if {
+	some f in fired
+	f[0] == key
+}
+
+winner := "DENY" if {
+	some f in fired
+	f[2] == "DENY"
+} else := "HUMAN_REVIEW" if {
+	some f in fired
+	f[2] == "HUMAN_REVIEW"
+} else := "ALLOW"
+
+# Fired results and abstentions in one ordered set (null sorts before any rule id).
+steps := fired | {[key, null, null, null, null] | some key in abstaining}
+
+trace := [{"policy": s[0], "rule": s[1], "outcome": s[2], "reason": s[3], "detail": s[4]} | some s in steps]

@@ -1,0 +1,65 @@
+import pino, { type Logger } from "pino";
+import type { Config } from "./config.js";
+import { Credentials } from "./domain/credentials.js";
+import { Organizations } from "./domain/organizations.js";
+import { OrganizationService, SandboxService } from "./gen/mandate/v1/organizations_pb.js";
+import { OrganizationServiceImpl, SandboxServiceImpl } from "./services/organizations.js";
+import { createDatabase } from "./storage/postgres/database.js";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
+import { migrate } from "./storage/postgres/migrate.js";
+import { RequestPipeline } from "./transport/pipeline.js";
+import { listen } from "./transport/server.js";
+import type { RegisteredService } from "./transport/transcoder.js";
+
+/** A running Mandate service. */
+export interface App {
+  port: number;
+  logger: Logger;
+  /** Stops listening, closes pools and stops the embedded Postgres if this process started it. */
+  close(): Promise<void>;
+}
+
+/** Builds the object graph from the configuration and starts listening. Wiring only. */
+export async function startApp(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<App> {
+  let embedded: EmbeddedDatabase | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    logger.info({ data_dir: config.dataDir }, "DATABASE_URL unset: starting embedded Postgres");
+    embedded = await startEmbeddedPostgres(config.dataDir, (msg) => logger.debug({ postgres: msg }));
+    databaseUrl = embedded.url;
+  }
+  const db = createDatabase(databaseUrl);
+  try {
+    const applied = await migrate(db);
+    if (applied.length) logger.info({ applied }, "migrations applied");
+
+    const organizations = new Organizations(db, config.limits, async () => undefined);
+    const credentials = new Credentials(db, config.operatorKey);
+    const services: RegisteredService[] = [
+      { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
+      { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
+    ];
+    const server = await listen({
+      host: config.host,
+      port: config.port,
+      services,
+      pipeline: new RequestPipeline(credentials, logger),
+      bodyLimit: config.limits.requestBodyBytes,
+      plainRoutes: {},
+    });
+    logger.info({ port: server.port }, "listening");
+    return {
+      port: server.port,
+      logger,
+      async close() {
+        await server.close();
+        await db.close();
+        await embedded?.stop();
+      },
+    };
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    await embedded?.stop().catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,63 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Absolute path of the project root, so tools and data folders resolve the same from any cwd. */
+export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** Everything the service reads from its environment, read once at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  /** Unset: the service runs an embedded Postgres in `dataDir`. */
+  databaseUrl: string | undefined;
+  /** Unset: single-use consume runs as one SQL statement in Postgres. */
+  redisUrl: string | undefined;
+  dataDir: string;
+  /** Unset: the operator key is refused outright. */
+  operatorKey: string | undefined;
+  opaPath: string;
+  logLevel: string;
+  limits: Limits;
+}
+
+/** DESIGN §9 limits; all configurable, these are the defaults. */
+export interface Limits {
+  intentBodyBytes: number;
+  requestBodyBytes: number;
+  requestedAtSkewSeconds: number;
+  sandboxPerAddressPerHour: number;
+  sandboxPerEmailPerDay: number;
+  sandboxMaxOrgs: number;
+}
+
+function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+/** Reads the configuration; throws with the variable's name when a value is malformed. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  return {
+    port: intFromEnv(env, "PORT", 8080),
+    host: env.HOST ?? "127.0.0.1",
+    databaseUrl: env.DATABASE_URL || undefined,
+    redisUrl: env.REDIS_URL || undefined,
+    dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot, ".mandate")),
+    operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
+    opaPath: env.MANDATE_OPA_PATH ?? path.join(projectRoot, ".tools", "bin", "opa"),
+    logLevel: env.LOG_LEVEL ?? "info",
+    limits: {
+      intentBodyBytes: 64 * 1024,
+      requestBodyBytes: 2 * 1024 * 1024,
+      requestedAtSkewSeconds: 300,
+      sandboxPerAddressPerHour: intFromEnv(env, "MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR", 10),
+      sandboxPerEmailPerDay: intFromEnv(env, "MANDATE_SANDBOX_PER_EMAIL_PER_DAY", 3),
+      sandboxMaxOrgs: intFromEnv(env, "MANDATE_SANDBOX_MAX_ORGS", 10_000),
+    },
+  };
+}

@@ -1,0 +1,44 @@
+import { timingSafeEqual } from "node:crypto";
+import type { Database } from "../storage/postgres/database.js";
+import { organizationStore } from "../storage/postgres/organizations.js";
+import { PERMISSIONS, type OrgCaller } from "./caller.js";
+import { MandateError } from "./errors.js";
+import { hashSecret } from "./organizations.js";
+
+const ALL = new Set(PERMISSIONS);
+
+/** Turns bearer secrets and the operator key into callers. */
+export class Credentials {
+  constructor(
+    private readonly db: Database,
+    private readonly operatorKey: string | undefined,
+  ) {}
+
+  /** A live API key's caller; 401 `unknown_key` for unknown or revoked keys. */
+  async bearer(secret: string, clientAddress: string): Promise<OrgCaller> {
+    const row = await organizationStore.findLiveKey(this.db.pool, hashSecret(secret));
+    if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
+    return {
+      kind: "key",
+      organizationId: row.organization_id,
+      identity: row.key_id,
+      permissions: new Set(row.permissions),
+      clientAddress,
+    };
+  }
+
+  /** Whether `presented` is the operator key. Always false when MANDATE_OPERATOR_KEY is unset. */
+  isOperatorKey(presented: string): boolean {
+    if (!this.operatorKey) return false;
+    const a = hashSecret(presented);
+    const b = hashSecret(this.operatorKey);
+    return timingSafeEqual(a, b);
+  }
+
+  /** The operator acting for a named organization; 404 when it does not exist. */
+  async operatorFor(organizationId: string, clientAddress: string): Promise<OrgCaller> {
+    const org = await organizationStore.get(this.db.pool, organizationId);
+    if (!org) throw new MandateError("not_found", "Organization not found.");
+    return { kind: "operator", organizationId, identity: "operator", permissions: ALL, clientAddress };
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * The closed set of error codes a caller can see (DESIGN §5). Every failure the
+ * service reports is one of these; anything else is a bug and becomes `internal`.
+ */
+export type ErrorCode =
+  | "signature_invalid"
+  | "unknown_key"
+  | "missing_credentials"
+  | "permission_denied"
+  | "agent_not_active"
+  | "agent_revoked"
+  | "agent_retired"
+  | "capability_dependency_inactive"
+  | "not_found"
+  | "method_not_allowed"
+  | "nonce_reused"
+  | "already_exists"
+  | "capability_already_issued"
+  | "capability_constraint_mismatch"
+  | "capability_audience_mismatch"
+  | "capability_action_mismatch"
+  | "capability_resource_mismatch"
+  | "capability_consumed"
+  | "decision_not_allowed"
+  | "review_not_approved"
+  | "review_already_resolved"
+  | "invalid_transition"
+  | "capability_expired"
+  | "payload_too_large"
+  | "validation_failed"
+  | "request_expired"
+  | "undeclared_context_field"
+  | "capability_token_invalid"
+  | "policy_compile_failed"
+  | "graph_invalid"
+  | "rate_limited"
+  | "evaluation_unavailable"
+  | "unavailable"
+  | "internal";
+
+/** One problem with one field of a request. */
+export interface FieldError {
+  field: string;
+  code: string;
+  message: string;
+}
+
+/** A failure with a stable code; converted to a /v1 body or a gRPC status at one boundary. */
+export class MandateError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly fieldErrors: readonly FieldError[] = [],
+  ) {
+    super(message);
+    this.name = "MandateError";
+  }
+}
+
+/** 422 `validation_failed` carrying field errors. */
+export function validationFailed(errors: readonly FieldError[], message = "The request is invalid."): MandateError {
+  return new MandateError("validation_failed", message, errors);
+}
+
+/** 404 that never says whether the thing exists in another organization. */
+export function notFound(what: string): MandateError {
+  return new MandateError("not_found", `${what} not found.`);
+}

@@ -1,0 +1,302 @@
+import type { KeyObject } from "node:crypto";
+import { CanonicalJsonError } from "./canonical.js";
+import { importEd25519PublicJwk, verifyEd25519 } from "./keys.js";
+import type { EvidencePublicJwk } from "./keys.js";
+import { computeEvidenceDigest, describeMalformedRecord, evidenceSigningInput, isHexDigest } from "./record.js";
+import type { EvidenceRecord } from "./record.js";
+
+/** An evidence export as the service produces it: records (any order of organizations) and the JWKS. */
+export interface EvidenceExport {
+  records: EvidenceRecord[];
+  jwks: { keys: EvidencePublicJwk[] };
+}
+
+/**
+ * An export as read from a file: nothing about its records or keys is trusted, and `jwks` may
+ * be absent when {@link EvidenceVerifyOptions.trustedJwks} supplies the keys.
+ */
+export interface UntrustedEvidenceExport {
+  records: readonly unknown[];
+  jwks?: { keys: readonly unknown[] };
+}
+
+/** Options for {@link verifyEvidenceExport}. */
+export interface EvidenceVerifyOptions {
+  /**
+   * Keys to check signatures against instead of the export's own `jwks`, normally the
+   * service's published /.well-known/jwks.json obtained separately. Without it a forger who
+   * rewrites a whole export and adds their own key to it passes: the export's keys prove
+   * internal consistency only.
+   */
+  trustedJwks?: { keys: readonly unknown[] };
+  /** The one organization the export is expected to hold; any other is `mixed_organizations`. */
+  organizationId?: string;
+}
+
+/** What can be wrong with an export, from one record's integrity to the shape of a chain. */
+export type EvidenceProblemKind =
+  | "digest_mismatch"
+  | "signature_invalid"
+  | "unknown_key"
+  | "chain_broken"
+  | "sequence_gap"
+  | "out_of_order"
+  | "duplicate"
+  | "mixed_organizations"
+  | "malformed";
+
+/** One finding; the identifying members are present whenever the record had them readable. */
+export interface EvidenceProblem {
+  problem: EvidenceProblemKind;
+  message: string;
+  evidence_id?: string;
+  organization_id?: string;
+  seq?: number;
+  /** Position in `records`; absent for problems with the key set. */
+  index?: number;
+}
+
+/** One organization's chain as found in the export, for the human summary. */
+export interface EvidenceChainSummary {
+  organization_id: string;
+  record_count: number;
+  first_seq: number;
+  last_seq: number;
+  /**
+   * False when the export starts mid-chain (first seq above 1): that record's prev_digest
+   * points outside the export and cannot be checked.
+   */
+  from_genesis: boolean;
+  /**
+   * Digest of the last record (`digest` as stored). Records deleted from the end of a chain
+   * leave no trace inside an export; comparing this with the service's current head does.
+   */
+  head_digest: string | null;
+}
+
+/** The verdict: `ok` exactly when `problems` is empty. */
+export interface EvidenceVerification {
+  ok: boolean;
+  /** Key-set problems first, then by position in `records`. */
+  problems: EvidenceProblem[];
+  chains: EvidenceChainSummary[];
+}
+
+/** What a chain check needs of a record; `undefined` digests are unreadable and skip link checks. */
+interface Link {
+  index: number;
+  evidence_id: string | undefined;
+  seq: number;
+  digest: string | undefined;
+  prev_digest: string | null | undefined;
+}
+
+/** A usable public key, or why the kid cannot verify anything. */
+type KeyEntry = { key: KeyObject } | { unusable: string };
+
+/**
+ * Verifies an evidence export offline, with no access to the service.
+ *
+ * Every record is checked on its own (well-formed, digest recomputed from its members, Ed25519
+ * signature by a key of the key set) and then in its organization's chain: records are
+ * grouped by organization_id, so an export may hold several organizations (each a chain of its
+ * own, interleaving allowed) unless `options.organizationId` pins one. Within a chain the
+ * sequence numbers must run without gaps or repeats from the first record's seq, each
+ * prev_digest must equal the previous record's digest, and the export must list them in seq
+ * order (the records reported out_of_order are the fewest that would have to move).
+ *
+ * This detects an edited record (digest_mismatch, or signature_invalid if the digest was
+ * recomputed, plus chain_broken after it), a deleted one (sequence_gap), an inserted or copied
+ * one (duplicate, or a broken link or signature), reordered ones (out_of_order) and one signed
+ * by a key outside the key set (unknown_key). It cannot see records cut from the end of a
+ * chain, nor check the link of a chain that starts mid-way: see {@link EvidenceChainSummary}.
+ */
+export function verifyEvidenceExport(
+  exported: UntrustedEvidenceExport,
+  options: EvidenceVerifyOptions = {},
+): EvidenceVerification {
+  const problems: EvidenceProblem[] = [];
+  const keys = importKeySet(options.trustedJwks ?? exported.jwks ?? { keys: [] }, problems);
+  // Per organization: its links in export order, and the same links by seq to spot repeats.
+  const chains = new Map<string, { links: Link[]; bySeq: Map<number, Link> }>();
+  const ids = new Map<string, number>();
+
+  exported.records.forEach((value, index) => {
+    const r = (typeof value === "object" && value !== null ? value : {}) as Record<string, unknown>;
+    const organization = typeof r.organization_id === "string" && r.organization_id !== "" ? r.organization_id : undefined;
+    const link: Link = {
+      index,
+      evidence_id: typeof r.evidence_id === "string" ? r.evidence_id : undefined,
+      seq: Number.isSafeInteger(r.seq) && (r.seq as number) >= 1 ? (r.seq as number) : 0,
+      digest: isHexDigest(r.digest) ? r.digest : undefined,
+      prev_digest: r.prev_digest === null || isHexDigest(r.prev_digest) ? r.prev_digest : undefined,
+    };
+    const report = (problem: EvidenceProblemKind, message: string): void => {
+      problems.push({ problem, message, ...identify(link, organization) });
+    };
+
+    if (options.organizationId !== undefined && organization !== undefined && organization !== options.organizationId) {
+      report("mixed_organizations", `belongs to ${organization}, not to ${options.organizationId}`);
+      return;
+    }
+    const malformed = describeMalformedRecord(value, "sealed");
+    if (malformed) report("malformed", malformed);
+    else checkIntegrity(value as EvidenceRecord, keys, report);
+
+    // A record whose place in a chain is unreadable cannot take part in the chain checks.
+    if (organization === undefined || link.seq === 0) return;
+    const chain = chains.get(organization) ?? { links: [], bySeq: new Map<number, Link>() };
+    chains.set(organization, chain);
+    const sameSeq = chain.bySeq.get(link.seq);
+    const sameId = link.evidence_id === undefined ? undefined : ids.get(link.evidence_id);
+    if (sameSeq) {
+      report("duplicate", link.digest !== undefined && sameSeq.digest === link.digest
+        ? `a copy of the record at position ${sameSeq.index}`
+        : `seq ${link.seq} is also claimed by a different record at position ${sameSeq.index}`);
+      return;
+    }
+    if (sameId !== undefined) {
+      report("duplicate", `evidence_id ${link.evidence_id} is also used by the record at position ${sameId}`);
+      return;
+    }
+    chain.bySeq.set(link.seq, link);
+    chain.links.push(link);
+    if (link.evidence_id !== undefined) ids.set(link.evidence_id, index);
+  });
+
+  const summaries = [...chains].map(([organization, { links }]) => checkChain(organization, links, problems));
+  // Stable sort: within one position, integrity findings stay ahead of chain findings.
+  problems.sort((a, b) => (a.index ?? -1) - (b.index ?? -1));
+  return { ok: problems.length === 0, problems, chains: summaries };
+}
+
+/** Recomputes the digest and checks the signature of one well-formed record. */
+function checkIntegrity(
+  record: EvidenceRecord,
+  keys: ReadonlyMap<string, KeyEntry>,
+  report: (problem: EvidenceProblemKind, message: string) => void,
+): void {
+  let digest: string;
+  try {
+    digest = computeEvidenceDigest(record);
+  } catch (error) {
+    if (!(error instanceof CanonicalJsonError)) throw error;
+    report("malformed", error.message);
+    return;
+  }
+  if (digest !== record.digest) {
+    report("digest_mismatch", `content hashes to ${digest}, the record says ${record.digest}`);
+  }
+  const entry = keys.get(record.kid);
+  if (entry === undefined) {
+    report("unknown_key", `signed with kid ${record.kid}, which is not in the key set`);
+  } else if ("unusable" in entry) {
+    report("unknown_key", `signed with kid ${record.kid}, which cannot verify: ${entry.unusable}`);
+  } else if (!verifyEd25519(entry.key, evidenceSigningInput(record.digest), record.signature)) {
+    report("signature_invalid", `the signature is not kid ${record.kid}'s signature of the digest`);
+  }
+}
+
+/** Checks one organization's links (export order, no repeats) and summarises the chain. */
+function checkChain(organization: string, links: readonly Link[], problems: EvidenceProblem[]): EvidenceChainSummary {
+  const report = (link: Link, problem: EvidenceProblemKind, message: string): void => {
+    problems.push({ problem, message, ...identify(link, organization) });
+  };
+
+  const inPlace = longestIncreasingRun(links.map((link) => link.seq));
+  const maxBefore: number[] = [];
+  const minAfter: number[] = [];
+  links.forEach((link, i) => (maxBefore[i] = Math.max(maxBefore[i - 1] ?? 0, link.seq)));
+  for (let i = links.length - 1; i >= 0; i--) minAfter[i] = Math.min(minAfter[i + 1] ?? Infinity, links[i]!.seq);
+  links.forEach((link, i) => {
+    if (inPlace.has(i)) return;
+    const earlier = maxBefore[i - 1] ?? 0;
+    report(link, "out_of_order", earlier > link.seq
+      ? `seq ${link.seq} comes after seq ${earlier} in the export`
+      : `seq ${link.seq} comes before seq ${minAfter[i + 1]} in the export`);
+  });
+
+  const sorted = [...links].sort((a, b) => a.seq - b.seq);
+  for (let i = 1; i < sorted.length; i++) {
+    const previous = sorted[i - 1]!;
+    const link = sorted[i]!;
+    if (link.seq !== previous.seq + 1) {
+      const missing = link.seq - previous.seq - 1;
+      report(link, "sequence_gap", missing === 1
+        ? `seq ${previous.seq + 1} is missing`
+        : `seq ${previous.seq + 1} to ${link.seq - 1} (${missing} records) are missing`);
+    } else if (previous.digest !== undefined && link.prev_digest !== undefined && link.prev_digest !== previous.digest) {
+      report(link, "chain_broken", `prev_digest ${link.prev_digest} is not the digest of seq ${previous.seq} (${previous.digest})`);
+    }
+  }
+
+  const first = sorted[0]!;
+  const last = sorted[sorted.length - 1]!;
+  return {
+    organization_id: organization,
+    record_count: links.length,
+    first_seq: first.seq,
+    last_seq: last.seq,
+    from_genesis: first.seq === 1,
+    head_digest: last.digest ?? null,
+  };
+}
+
+/** Indexes of one longest strictly increasing subsequence of `values` (patience sorting, O(n log n)). */
+function longestIncreasingRun(values: readonly number[]): Set<number> {
+  const tails: number[] = []; // tails[k]: index ending the smallest-valued increasing run of length k + 1
+  const previous: number[] = [];
+  values.forEach((value, i) => {
+    let low = 0;
+    let high = tails.length;
+    while (low < high) {
+      const mid = (low + high) >> 1;
+      if (values[tails[mid]!]! < value) low = mid + 1;
+      else high = mid;
+    }
+    previous[i] = low > 0 ? tails[low - 1]! : -1;
+    tails[low] = i;
+  });
+  const run = new Set<number>();
+  for (let i = tails[tails.length - 1] ?? -1; i !== -1; i = previous[i]!) run.add(i);
+  return run;
+}
+
+/** Reads a JWKS into kid → key, reporting (as malformed) entries that claim to be Ed25519 but are not usable. */
+function importKeySet(jwks: { keys: readonly unknown[] }, problems: EvidenceProblem[]): Map<string, KeyEntry> {
+  const keys = new Map<string, KeyEntry>();
+  const malformed = (message: string): void => void problems.push({ problem: "malformed", message: `key set: ${message}` });
+  jwks.keys.forEach((value, i) => {
+    if (typeof value !== "object" || value === null) return malformed(`keys[${i}] is not an object`);
+    const jwk = value as Record<string, unknown>;
+    if (typeof jwk.kid !== "string" || jwk.kid === "") return malformed(`keys[${i}] has no kid`);
+    let entry: KeyEntry;
+    if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519") {
+      // Other keys may share a published JWKS; they only matter if a record names them.
+      entry = { unusable: `it is a ${String(jwk.kty)}/${String(jwk.crv)} key, not Ed25519` };
+    } else {
+      try {
+        entry = { key: importEd25519PublicJwk(jwk) };
+      } catch (error) {
+        malformed(`key ${jwk.kid}: ${(error as Error).message}`);
+        entry = { unusable: (error as Error).message };
+      }
+    }
+    const existing = keys.get(jwk.kid);
+    if (existing === undefined) keys.set(jwk.kid, entry);
+    else if (!("key" in existing && "key" in entry && existing.key.equals(entry.key))) {
+      malformed(`kid ${jwk.kid} names two different keys`);
+      keys.set(jwk.kid, { unusable: "the key set names two different keys with this kid" });
+    }
+  });
+  return keys;
+}
+
+function identify(link: Link, organization: string | undefined): Omit<EvidenceProblem, "problem" | "message"> {
+  return {
+    index: link.index,
+    ...(link.evidence_id !== undefined && { evidence_id: link.evidence_id }),
+    ...(organization !== undefined && { organization_id: organization }),
+    ...(link.seq !== 0 && { seq: link.seq }),
+  };
+}

@@ -1,0 +1,59 @@
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Organizations } from "../domain/organizations.js";
+import type { ApiKeyRow, OrganizationRow } from "../storage/postgres/organizations.js";
+import { OrganizationService, SandboxService } from "../gen/mandate/v1/organizations_pb.js";
+import { anyCaller, orgCaller } from "../transport/context.js";
+import { permissionFromProto, permissionToProto, ts } from "./convert.js";
+
+const organization = (row: OrganizationRow) => ({
+  organizationId: row.organization_id,
+  name: row.name,
+  sandbox: row.sandbox,
+  createdAt: ts(row.created_at),
+});
+
+const apiKey = (row: ApiKeyRow) => ({
+  keyId: row.key_id,
+  name: row.name,
+  permissions: row.permissions.map(permissionToProto),
+  createdAt: ts(row.created_at),
+  revokedAt: ts(row.revoked_at),
+});
+
+/** OrganizationService: organizations and their API keys. */
+export class OrganizationServiceImpl implements ServiceImpl<typeof OrganizationService> {
+  constructor(private readonly organizations: Organizations) {}
+
+  async createOrganization(req: { name: string }) {
+    const { org, key } = await this.organizations.create(req.name);
+    return { organizationId: org.organization_id, apiKey: key.secret, organization: organization(org) };
+  }
+
+  async getOrganization(_req: unknown, ctx: HandlerContext) {
+    return organization(await this.organizations.get(orgCaller(ctx)));
+  }
+
+  async createApiKey(req: { name: string; permissions: number[] }, ctx: HandlerContext) {
+    const permissions = req.permissions.map((p, i) => permissionFromProto(p, `permissions[${i}]`));
+    const { row, secret } = await this.organizations.createKey(orgCaller(ctx), req.name, permissions);
+    return { ...apiKey(row), apiKey: secret };
+  }
+
+  async listApiKeys(_req: unknown, ctx: HandlerContext) {
+    return { apiKeys: (await this.organizations.listKeys(orgCaller(ctx))).map(apiKey) };
+  }
+
+  async revokeApiKey(req: { keyId: string }, ctx: HandlerContext) {
+    return apiKey(await this.organizations.revokeKey(orgCaller(ctx), req.keyId));
+  }
+}
+
+/** SandboxService: unauthenticated, rate-limited sandbox organizations. */
+export class SandboxServiceImpl implements ServiceImpl<typeof SandboxService> {
+  constructor(private readonly organizations: Organizations) {}
+
+  async createSandboxOrganization(req: { email: string }, ctx: HandlerContext) {
+    const { org, key } = await this.organizations.createSandbox(req.email, anyCaller(ctx).clientAddress);
+    return { organizationId: org.organization_id, apiKey: key.secret, starterPolicyKey: "starter" };
+  }
+}

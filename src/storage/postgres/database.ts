@@ -1,0 +1,63 @@
+import pg from "pg";
+import { MandateError } from "../../domain/errors.js";
+
+/** A query runner: the pool outside a transaction, a client inside one. */
+export type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
+
+// Postgres returns int8 (bigint counts, seq) as strings; every value we store fits in 2^53.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+/** SQLSTATEs that mean "try the whole transaction again". */
+const RETRYABLE = new Set(["40001", "40P01"]);
+
+/** Whether a pg error is a unique violation (optionally of one named constraint). */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === "23505" && (constraint === undefined || e.constraint === constraint);
+}
+
+/** Owns the pool; every multi-statement change goes through `transaction`. */
+export class Database {
+  constructor(readonly pool: pg.Pool) {}
+
+  /**
+   * Runs `work` in one transaction, retrying serialization failures and deadlocks.
+   * Connection failures become `unavailable` so no SQLSTATE or driver text reaches callers.
+   */
+  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        throw new MandateError("unavailable", "The database is unavailable.", []);
+      }
+      try {
+        await client.query("BEGIN");
+        const result = await work(client);
+        await client.query("COMMIT");
+        return result;
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        const code = (err as { code?: string }).code;
+        if (code && RETRYABLE.has(code) && attempt < 5) continue;
+        throw err;
+      } finally {
+        client.release();
+      }
+    }
+  }
+
+  /** Closes every connection. */
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+/** Creates the pool; `max` is sized for a 2-core machine's Postgres. */
+export function createDatabase(connectionString: string, max = 20): Database {
+  const pool = new pg.Pool({ connectionString, max });
+  // An idle client losing its connection must not crash the process.
+  pool.on("error", () => undefined);
+  return new Database(pool);
+}

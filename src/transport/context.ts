@@ -1,0 +1,26 @@
+import { createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { Caller, OrgCaller } from "../domain/caller.js";
+import { MandateError } from "../domain/errors.js";
+
+/** The authenticated caller, set by authentication before any handler runs. */
+export const callerKey = createContextKey<Caller>({ kind: "anonymous", clientAddress: "" }, { description: "caller" });
+
+/** The request id, echoed in every error body and log line. */
+export const requestIdKey = createContextKey<string>("", { description: "request id" });
+
+/** The caller of a method whose access mode guarantees an organization. */
+export function orgCaller(ctx: HandlerContext): OrgCaller {
+  const caller = ctx.values.get(callerKey);
+  if (caller.kind !== "key" && caller.kind !== "operator") {
+    throw new MandateError("missing_credentials", "This operation needs an organization's credentials.");
+  }
+  return caller;
+}
+
+/** The caller, whatever its kind. */
+export function anyCaller(ctx: HandlerContext): Caller {
+  return ctx.values.get(callerKey);
+}
+
+/** The peer address, captured by the node adapter before interceptors run. */
+export const clientAddressKey = createContextKey<string>("", { description: "client address" });

@@ -1,0 +1,73 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { MandateError, type ErrorCode, type FieldError } from "../domain/errors.js";
+import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
+
+/** HTTP status and gRPC code of every error code (DESIGN §5); the one place they are decided. */
+const STATUS: Record<ErrorCode, [number, Code]> = {
+  signature_invalid: [401, Code.Unauthenticated],
+  unknown_key: [401, Code.Unauthenticated],
+  missing_credentials: [401, Code.Unauthenticated],
+  permission_denied: [403, Code.PermissionDenied],
+  agent_not_active: [403, Code.PermissionDenied],
+  agent_revoked: [403, Code.PermissionDenied],
+  agent_retired: [403, Code.PermissionDenied],
+  capability_dependency_inactive: [403, Code.PermissionDenied],
+  not_found: [404, Code.NotFound],
+  method_not_allowed: [405, Code.Unimplemented],
+  nonce_reused: [409, Code.AlreadyExists],
+  already_exists: [409, Code.AlreadyExists],
+  capability_already_issued: [409, Code.AlreadyExists],
+  capability_constraint_mismatch: [409, Code.FailedPrecondition],
+  capability_audience_mismatch: [409, Code.FailedPrecondition],
+  capability_action_mismatch: [409, Code.FailedPrecondition],
+  capability_resource_mismatch: [409, Code.FailedPrecondition],
+  capability_consumed: [409, Code.FailedPrecondition],
+  decision_not_allowed: [409, Code.FailedPrecondition],
+  review_not_approved: [409, Code.FailedPrecondition],
+  review_already_resolved: [409, Code.FailedPrecondition],
+  invalid_transition: [409, Code.FailedPrecondition],
+  capability_expired: [410, Code.FailedPrecondition],
+  payload_too_large: [413, Code.ResourceExhausted],
+  validation_failed: [422, Code.InvalidArgument],
+  request_expired: [422, Code.InvalidArgument],
+  undeclared_context_field: [422, Code.InvalidArgument],
+  capability_token_invalid: [422, Code.InvalidArgument],
+  policy_compile_failed: [422, Code.InvalidArgument],
+  graph_invalid: [422, Code.InvalidArgument],
+  rate_limited: [429, Code.ResourceExhausted],
+  evaluation_unavailable: [503, Code.Unavailable],
+  unavailable: [503, Code.Unavailable],
+  internal: [500, Code.Internal],
+};
+
+/** The error as callers see it: code, human message and field errors. Unknown exceptions become `internal`. */
+export function describeError(err: unknown): { code: ErrorCode; message: string; errors: readonly FieldError[]; status: number; grpc: Code } {
+  if (err instanceof MandateError) {
+    const [status, grpc] = STATUS[err.code];
+    return { code: err.code, message: err.message, errors: err.fieldErrors, status, grpc };
+  }
+  if (err instanceof ConnectError) {
+    // Raised by connect itself before our code ran (bad protobuf, oversized message, …).
+    const code: ErrorCode =
+      err.code === Code.ResourceExhausted ? "payload_too_large" : err.code === Code.InvalidArgument ? "validation_failed" : err.code === Code.Unimplemented ? "not_found" : "internal";
+    const [status, grpc] = STATUS[code];
+    return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };
+  }
+  return { code: "internal", message: "Internal error.", errors: [], status: 500, grpc: Code.Internal };
+}
+
+/** The /v1 JSON body of an error. */
+export function errorBody(err: unknown, requestId: string): { status: number; body: Record<string, unknown> } {
+  const d = describeError(err);
+  const body: Record<string, unknown> = { detail: d.code, message: d.message, request_id: requestId };
+  if (d.errors.length > 0 || d.code === "validation_failed") body.errors = d.errors;
+  return { status: d.status, body };
+}
+
+/** The same error as a ConnectError carrying an ErrorDetail, for gRPC, gRPC-Web and Connect. */
+export function toConnectError(err: unknown, requestId: string): ConnectError {
+  const d = describeError(err);
+  const detail = create(ErrorDetailSchema, { detail: d.code, message: d.message, requestId, errors: [...d.errors] });
+  return new ConnectError(d.message, d.grpc, { "x-request-id": requestId }, [{ desc: ErrorDetailSchema, value: detail }]);
+}

@@ -1,0 +1,69 @@
+import { randomUUID } from "node:crypto";
+import type { Interceptor } from "@connectrpc/connect";
+import type { Logger } from "pino";
+import type { Caller } from "../domain/caller.js";
+import type { Credentials } from "../domain/credentials.js";
+import { MandateError } from "../domain/errors.js";
+import { accessOf } from "./access.js";
+import { authenticate } from "./authenticate.js";
+import { callerKey, clientAddressKey, requestIdKey } from "./context.js";
+import { describeError, toConnectError } from "./errors.js";
+
+/** Which of the three connect protocols a request speaks, for logs. */
+function protocolOf(contentType: string | null): string {
+  if (contentType?.startsWith("application/grpc-web")) return "grpc-web";
+  if (contentType?.startsWith("application/grpc")) return "grpc";
+  return "connect";
+}
+
+/**
+ * What every request goes through before its handler, on either transport:
+ * a request id, authentication against the method's access rule, and logging.
+ */
+export class RequestPipeline {
+  constructor(
+    private readonly credentials: Credentials,
+    readonly logger: Logger,
+  ) {}
+
+  /** The client's request id when it is sane, else a new one. */
+  requestId(presented: string | string[] | undefined | null): string {
+    return typeof presented === "string" && /^[A-Za-z0-9._-]{1,64}$/.test(presented) ? presented : randomUUID();
+  }
+
+  /** Authenticates a call of `Service.Method`; unknown methods are refused, never let through. */
+  authenticate(serviceTypeName: string, methodName: string, headers: Headers, clientAddress: string): Promise<Caller> {
+    const access = accessOf(serviceTypeName, methodName);
+    if (!access) throw new MandateError("not_found", "Unknown method.");
+    return authenticate(this.credentials, access, headers, clientAddress);
+  }
+
+  /** The connect interceptor: same authentication, errors converted to ConnectErrors with an ErrorDetail. */
+  interceptor(): Interceptor {
+    return (next) => async (req) => {
+      const started = performance.now();
+      const requestId = this.requestId(req.header.get("x-request-id"));
+      req.contextValues.set(requestIdKey, requestId);
+      let code = "ok";
+      try {
+        const clientAddress = req.contextValues.get(clientAddressKey);
+        req.contextValues.set(callerKey, await this.authenticate(req.service.typeName, req.method.name, req.header, clientAddress));
+        const res = await next(req);
+        res.header.set("x-request-id", requestId);
+        return res;
+      } catch (err) {
+        const described = describeError(err);
+        code = described.code;
+        if (described.status >= 500) this.logger.error({ err, request_id: requestId }, "request failed");
+        throw toConnectError(err, requestId);
+      } finally {
+        if (!req.stream) {
+          this.logger.info(
+            { request_id: requestId, protocol: protocolOf(req.header.get("content-type")), rpc: `${req.service.name}.${req.method.name}`, detail: code, ms: Math.round((performance.now() - started) * 100) / 100 },
+            "request",
+          );
+        }
+      }
+    };
+  }
+}

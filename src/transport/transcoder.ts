@@ -1,0 +1,206 @@
+import type { connectNodeAdapter } from "@connectrpc/connect-node";
+import { create, getOption, hasOption, type DescField, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
+import { createContextValues, createHandlerContext } from "@connectrpc/connect";
+import { http } from "../gen/google/api/annotations_pb.js";
+import { MandateError, validationFailed } from "../domain/errors.js";
+import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
+import { errorBody } from "./errors.js";
+import { callerKey, requestIdKey } from "./context.js";
+import type { RequestPipeline } from "./pipeline.js";
+
+type NodeHandler = ReturnType<typeof connectNodeAdapter>;
+type NodeRequest = Parameters<NodeHandler>[0];
+type NodeResponse = Parameters<NodeHandler>[1];
+
+/** A service and its implementation, as registered with connect. */
+export interface RegisteredService {
+  service: DescService;
+  impl: Record<string, (req: Message, ctx: ReturnType<typeof createHandlerContext>) => unknown>;
+}
+
+/** One /v1 route compiled from a `google.api.http` annotation. */
+export interface HttpRoute {
+  httpMethod: string;
+  template: string;
+  pattern: RegExp;
+  variables: string[];
+  /** "" (no body), "*" (the whole message), or the name of the field the body fills. */
+  body: string;
+  service: DescService;
+  method: DescMethod;
+}
+
+/** Compiles a path template such as `/v1/agents/{agent_id}/activate` or `/v1/policies:evaluate`. */
+function compileTemplate(template: string): { pattern: RegExp; variables: string[] } {
+  const variables: string[] = [];
+  let source = "";
+  let last = 0;
+  for (const m of template.matchAll(/\{([a-z_][a-z0-9_]*)(?:=\*)?\}/g)) {
+    source += template.slice(last, m.index).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    source += "([^/:]+)";
+    variables.push(m[1]!);
+    last = m.index! + m[0].length;
+  }
+  source += template.slice(last).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return { pattern: new RegExp(`^${source}$`), variables };
+}
+
+/** Every /v1 route of the given services, read from their `google.api.http` annotations. */
+export function httpRoutes(services: readonly DescService[]): HttpRoute[] {
+  const routes: HttpRoute[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      if (!hasOption(method, http)) continue;
+      const rule = getOption(method, http);
+      const { case: verb, value } = rule.pattern;
+      if (verb === undefined || verb === "custom") continue;
+      const { pattern, variables } = compileTemplate(value);
+      routes.push({ httpMethod: verb.toUpperCase(), template: value, pattern, variables, body: rule.body, service, method });
+    }
+  }
+  return routes;
+}
+
+async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw new MandateError("payload_too_large", `The request body exceeds ${limit} bytes.`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseJson(bytes: Buffer): unknown {
+  if (bytes.length === 0) return {};
+  try {
+    return JSON.parse(bytes.toString("utf8"));
+  } catch {
+    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
+  }
+}
+
+function fieldByName(method: DescMethod, name: string): DescField {
+  const field = method.input.fields.find((f) => f.name === name);
+  if (!field) throw new Error(`${method.name}: annotation names unknown field ${name}`);
+  return field;
+}
+
+/** Builds the request message from the body, path variables and query string. */
+function buildRequest(route: HttpRoute, match: RegExpExecArray, url: URL, body: Buffer): Message {
+  const input = route.method.input;
+  let message: Message;
+  if (route.body === "*") {
+    message = messageFromWire(input, parseJson(body));
+  } else if (route.body !== "") {
+    const field = fieldByName(route.method, route.body);
+    // A bytes body field receives the raw bytes: signed documents must reach the verifier untouched.
+    const value = field.fieldKind === "scalar" && field.scalar === 12 /* BYTES */ ? new Uint8Array(body) : undefined;
+    message = value ? create(input, { [field.localName]: value }) : messageFromWire(input, { [route.body]: parseJson(body) });
+  } else {
+    const init: Record<string, unknown> = {};
+    const errors = [];
+    for (const [key, text] of url.searchParams) {
+      const field = input.fields.find((f) => f.name === key);
+      if (!field || route.variables.includes(key)) {
+        errors.push({ field: key, code: "unknown_field", message: "unknown query parameter" });
+        continue;
+      }
+      const value = fieldFromText(field, key, text);
+      if (field.fieldKind === "list") init[field.localName] = [...((init[field.localName] as unknown[]) ?? []), value];
+      else init[field.localName] = value;
+    }
+    if (errors.length) throw validationFailed(errors);
+    message = create(input, init);
+  }
+  route.variables.forEach((name, i) => {
+    const field = fieldByName(route.method, name);
+    let text: string;
+    try {
+      text = decodeURIComponent(match[i + 1]!);
+    } catch {
+      throw validationFailed([{ field: name, code: "invalid_format", message: "malformed path segment" }]);
+    }
+    (message as unknown as Record<string, unknown>)[field.localName] = fieldFromText(field, name, text);
+  });
+  return message;
+}
+
+function send(res: NodeResponse, status: number, body: unknown, requestId: string): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    "x-request-id": requestId,
+  });
+  res.end(text);
+}
+
+/**
+ * The generic /v1 JSON layer: matches a request against the routes, builds the
+ * request message, authenticates through the shared pipeline and calls the
+ * same service implementation connect calls.
+ */
+export function createTranscoder(services: readonly RegisteredService[], pipeline: RequestPipeline, bodyLimit: number) {
+  const impls = new Map(services.map((s) => [s.service.typeName, s.impl]));
+  const routes = httpRoutes(services.map((s) => s.service));
+
+  return async function transcode(req: NodeRequest, res: NodeResponse): Promise<void> {
+    const started = performance.now();
+    const requestId = pipeline.requestId(req.headers["x-request-id"]);
+    const url = new URL(req.url ?? "/", "http://localhost");
+    let status = 200;
+    let route: HttpRoute | undefined;
+    try {
+      let match: RegExpExecArray | null = null;
+      const candidates = routes.filter((r) => r.pattern.test(url.pathname));
+      route = candidates.find((r) => r.httpMethod === req.method);
+      if (!route) {
+        throw candidates.length
+          ? new MandateError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`)
+          : new MandateError("not_found", `No route for ${req.method} ${url.pathname}.`);
+      }
+      match = route.pattern.exec(url.pathname)!;
+      const headers = new Headers();
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (typeof v === "string" && !k.startsWith(":")) headers.set(k, v);
+      }
+      const body = await readBody(req, bodyLimit);
+      const clientAddress = req.socket.remoteAddress ?? "";
+      const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headers, clientAddress);
+      const message = buildRequest(route, match, url, body);
+      const ctx = createHandlerContext({
+        service: route.service,
+        method: route.method,
+        protocolName: "v1",
+        requestMethod: req.method ?? "GET",
+        url: url.toString(),
+        requestHeader: headers,
+        contextValues: createContextValues().set(callerKey, caller).set(requestIdKey, requestId),
+      });
+      const impl = impls.get(route.service.typeName)![route.method.localName]!;
+      const result = await impl.call(impls.get(route.service.typeName), message, ctx);
+      const output = create(route.method.output, result as Record<string, unknown>);
+      send(res, 200, messageToWire(route.method.output, output), requestId);
+    } catch (err) {
+      const { status: errStatus, body } = errorBody(err, requestId);
+      status = errStatus;
+      if (status >= 500) pipeline.logger.error({ err, request_id: requestId }, "request failed");
+      send(res, status, body, requestId);
+    } finally {
+      pipeline.logger.info(
+        {
+          request_id: requestId,
+          protocol: "v1",
+          method: req.method,
+          path: url.pathname,
+          rpc: route ? `${route.service.name}.${route.method.name}` : undefined,
+          status,
+          ms: Math.round((performance.now() - started) * 100) / 100,
+        },
+        "request",
+      );
+    }
+  };
+}
