@@ -52,47 +52,28 @@ bands := data.mandate.graph_index.bands[input.intent.action][input.intent.curren
 # The first band whose up_to_amount is at least the amount (boundaries are inclusive).
 band := bands[min({i | some i, b in bands; input.intent.amount <= b.up_to_amount})]
 
-# The authority decision, {outcome, reason, detail}; undefined when the intent is not checkable.
-result := {"outcome": outcome, "reason": reason, "detail": detail} if {
+# The authority decision, {outcome, reason, detail}, undefined when the intent is not
+# checkable. The detail says what was compared: the effective limit, the chain of holders
+# it came from (origin first, the principal last) and the approval band that applied.
+result := {"outcome": v[0], "reason": v[1], "detail": {"limit": v[2], "via": v[3], "band": v[4]}} if {
 	checkable
-	[outcome, reason] := verdict
+	v := verdict
 }
 
-verdict := ["DENY", "no_delegated_authority"] if {
+verdict := ["DENY", "no_delegated_authority", null, null, null] if {
 	count(live) == 0
-} else := ["DENY", "exceeds_approval_limit"] if {
+} else := ["DENY", "exceeds_approval_limit", limit, best.via, null] if {
 	input.intent.amount > limit
-} else := ["ALLOW", "within_delegated_authority"] if {
+} else := ["ALLOW", "within_delegated_authority", limit, best.via, null] if {
 	# No approval matrix rows for this action and currency: the limit alone decides.
 	not bands
-} else := ["DENY", "exceeds_approval_limit"] if {
+} else := ["DENY", "exceeds_approval_limit", limit, best.via, null] if {
+	# Above the last band.
 	not band
-} else := band_verdict(band.approvals_required)
+} else := array.concat(band_verdict(band.approvals_required), [limit, best.via, band])
 
 band_verdict(0) := ["ALLOW", "within_delegated_authority"]
 
 band_verdict(1) := ["HUMAN_REVIEW", "requires_approval"]
 
 band_verdict(n) := ["HUMAN_REVIEW", "requires_dual_approval"] if n >= 2
-
-# What the trace shows about the check: the figures compared and where the limit came from.
-detail := {
-	"amount": input.intent.amount,
-	"currency": input.intent.currency,
-	"limit": best_or_none.max_amount,
-	"via": best_or_none.via,
-	"band": band_or_none,
-	"graph_version": graph_version,
-}
-
-default best_or_none := {"max_amount": null, "via": null}
-
-best_or_none := best
-
-default band_or_none := null
-
-band_or_none := band
-
-default graph_version := null
-
-graph_version := data.mandate.graph_index.version

@@ -2,6 +2,14 @@ import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
 import { Credentials } from "./domain/credentials.js";
 import { Organizations } from "./domain/organizations.js";
+import { Agents } from "./domain/agents.js";
+import { EvidenceLog } from "./domain/evidence-log.js";
+import { Principals } from "./domain/principals.js";
+import { AgentSignatures } from "./domain/signatures.js";
+import { AgentService } from "./gen/mandate/v1/agents_pb.js";
+import { EvidenceService } from "./gen/mandate/v1/evidence_pb.js";
+import { PrincipalService } from "./gen/mandate/v1/principals_pb.js";
+import { AgentServiceImpl, EvidenceServiceImpl, PrincipalServiceImpl } from "./services/agents.js";
 import { OrganizationService, SandboxService } from "./gen/mandate/v1/organizations_pb.js";
 import { OrganizationServiceImpl, SandboxServiceImpl } from "./services/organizations.js";
 import { createDatabase } from "./storage/postgres/database.js";
@@ -30,22 +38,32 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   }
   const db = createDatabase(databaseUrl);
   try {
-    const applied = await migrate(db);
+    let evidence: EvidenceLog | undefined;
+    const applied = await migrate(db, async () => {
+      evidence = await EvidenceLog.open(db);
+    });
     if (applied.length) logger.info({ applied }, "migrations applied");
+    if (!evidence) throw new Error("evidence log did not open");
 
     const organizations = new Organizations(db, config.limits, async () => undefined);
     const credentials = new Credentials(db, config.operatorKey);
+    const signatures = new AgentSignatures(db);
+    const agents = new Agents(db, evidence, signatures);
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
       { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
+      { service: PrincipalService, impl: new PrincipalServiceImpl(new Principals(db)) as never },
+      { service: AgentService, impl: new AgentServiceImpl(agents, config.limits.requestedAtSkewSeconds) as never },
+      { service: EvidenceService, impl: new EvidenceServiceImpl(evidence) as never },
     ];
+    const log = evidence;
     const server = await listen({
       host: config.host,
       port: config.port,
       services,
       pipeline: new RequestPipeline(credentials, logger),
       bodyLimit: config.limits.requestBodyBytes,
-      plainRoutes: {},
+      plainRoutes: { "/.well-known/jwks.json": () => log.jwks() },
     });
     logger.info({ port: server.port }, "listening");
     return {

@@ -8,9 +8,9 @@ import type { CliCommand, CliIo } from "./command.js";
 const USAGE = `usage: mandate evidence verify [--jwks JWKS_FILE] [--organization ORG_ID] EXPORT_FILE
 
   Verifies an evidence export ({"records": [...], "jwks": {"keys": [...]}}) offline.
-  --jwks FILE           check signatures against this key set (the service's published
-                        /.well-known/jwks.json) instead of the export's own
-  --organization ORG    the export must hold only this organization's records
+  --jwks JWKS_FILE         check signatures against this key set (the service's published
+                           /.well-known/jwks.json) instead of the export's own
+  --organization ORG_ID    the export must hold only this organization's records
 
   exit status: 0 valid, 1 problems found, 2 no verdict (usage or input error)`;
 

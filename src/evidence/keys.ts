@@ -2,8 +2,11 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } 
 import type { KeyObject } from "node:crypto";
 import { calculateJwkThumbprint } from "jose";
 
-/** The public half of an evidence key as published in the JWKS; exactly these members, never `d`. */
-export interface EvidencePublicJwk {
+/**
+ * The public half of an evidence key as published in the JWKS; exactly these members, never
+ * `d`. A type alias, not an interface, so it is assignable to `Record<string, unknown>`.
+ */
+export type EvidencePublicJwk = {
   kty: "OKP";
   crv: "Ed25519";
   /** base64url of the 32-byte Ed25519 public key (RFC 8037). */
@@ -11,7 +14,7 @@ export interface EvidencePublicJwk {
   kid: string;
   alg: "EdDSA";
   use: "sig";
-}
+};
 
 /** A freshly generated evidence key, in the form storage keeps it. */
 export interface GeneratedEvidenceKey {

@@ -90,7 +90,9 @@ export function sealRecord(unsealed: UnsealedEvidenceRecord, keyring: EvidenceKe
   if (problem) throw new TypeError(`cannot seal evidence record: ${problem}`);
   const digest = computeEvidenceDigest(unsealed);
   const { kid, signature } = keyring.sign(evidenceSigningInput(digest));
-  return { ...unsealed, digest, kid, signature };
+  // Spelled out rather than spread: one fixed shape and member order, and measurably cheaper.
+  const { evidence_id, organization_id, seq, prev_digest, kind, subject_id, payload, created_at } = unsealed;
+  return { evidence_id, organization_id, seq, prev_digest, kind, subject_id, payload, created_at, digest, kid, signature };
 }
 
 /**

@@ -14,7 +14,6 @@ import {
 } from "@bufbuild/protobuf";
 import {
   ListValueSchema,
-  StructSchema,
   timestampDate,
   timestampFromDate,
   ValueSchema,
@@ -89,6 +88,8 @@ export function messageToWire(desc: DescMessage, message: Message): JsonValue {
     case "google.protobuf.Timestamp":
       return timestampToWire(message as Timestamp);
     case "google.protobuf.Struct":
+      // protobuf-es represents Struct fields as plain JSON objects already.
+      return message as unknown as JsonValue;
     case "google.protobuf.Value":
     case "google.protobuf.ListValue":
       return toJson(desc, message);
@@ -200,7 +201,8 @@ class Reader {
       }
       case "google.protobuf.Struct":
         if (typeName(v) !== "object") return this.fail(path, "invalid_type", `expected an object, got ${typeName(v)}`);
-        return fromJson(StructSchema, v as JsonValue);
+        // protobuf-es represents Struct fields as plain JSON objects.
+        return v as unknown as Message;
       case "google.protobuf.ListValue":
         if (!Array.isArray(v)) return this.fail(path, "invalid_type", `expected an array, got ${typeName(v)}`);
         return fromJson(ListValueSchema, v as JsonValue);

@@ -97,7 +97,7 @@ describe("sealRecord", () => {
     });
     const iterations = 2000;
     const data = evidenceSigningInput(computeEvidenceDigest(input));
-    for (let i = 0; i < 200; i++) sealRecord(input, keyring); // warm-up
+    for (let i = 0; i < 1000; i++) sealRecord(input, keyring); // warm-up
 
     const measure = (run: () => unknown): number => {
       const start = performance.now();

@@ -5,7 +5,7 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 
@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/evidence.proto.
  */
 export const file_mandate_v1_evidence: GenFile = /*@__PURE__*/
-  fileDesc("ChltYW5kYXRlL3YxL2V2aWRlbmNlLnByb3RvEgptYW5kYXRlLnYxIowCCg5FdmlkZW5jZVJlY29yZBITCgtldmlkZW5jZV9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSCwoDc2VxGAMgASgDEhMKC3ByZXZfZGlnZXN0GAQgASgJEgwKBGtpbmQYBSABKAkSEgoKc3ViamVjdF9pZBgGIAEoCRIoCgdwYXlsb2FkGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkaWdlc3QYCSABKAkSCwoDa2lkGAogASgJEhEKCXNpZ25hdHVyZRgLIAEoCSIpChJHZXRFdmlkZW5jZVJlcXVlc3QSEwoLZXZpZGVuY2VfaWQYASABKAkiOwoTTGlzdEV2aWRlbmNlUmVxdWVzdBIRCglhZnRlcl9zZXEYASABKAMSEQoJcGFnZV9zaXplGAIgASgFIlUKFExpc3RFdmlkZW5jZVJlc3BvbnNlEisKB3JlY29yZHMYASADKAsyGi5tYW5kYXRlLnYxLkV2aWRlbmNlUmVjb3JkEhAKCGhhc19tb3JlGAIgASgIMukBCg9FdmlkZW5jZVNlcnZpY2USbQoLR2V0RXZpZGVuY2USHi5tYW5kYXRlLnYxLkdldEV2aWRlbmNlUmVxdWVzdBoaLm1hbmRhdGUudjEuRXZpZGVuY2VSZWNvcmQiIoLT5JMCHBIaL3YxL2V2aWRlbmNlL3tldmlkZW5jZV9pZH0SZwoMTGlzdEV2aWRlbmNlEh8ubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXF1ZXN0GiAubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXNwb25zZSIUgtPkkwIOEgwvdjEvZXZpZGVuY2ViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChltYW5kYXRlL3YxL2V2aWRlbmNlLnByb3RvEgptYW5kYXRlLnYxIqQCCg5FdmlkZW5jZVJlY29yZBITCgtldmlkZW5jZV9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSCwoDc2VxGAMgASgDEisKC3ByZXZfZGlnZXN0GAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBGtpbmQYBSABKAkSEgoKc3ViamVjdF9pZBgGIAEoCRIoCgdwYXlsb2FkGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkaWdlc3QYCSABKAkSCwoDa2lkGAogASgJEhEKCXNpZ25hdHVyZRgLIAEoCSIpChJHZXRFdmlkZW5jZVJlcXVlc3QSEwoLZXZpZGVuY2VfaWQYASABKAkiOwoTTGlzdEV2aWRlbmNlUmVxdWVzdBIRCglhZnRlcl9zZXEYASABKAMSEQoJcGFnZV9zaXplGAIgASgFIlUKFExpc3RFdmlkZW5jZVJlc3BvbnNlEisKB3JlY29yZHMYASADKAsyGi5tYW5kYXRlLnYxLkV2aWRlbmNlUmVjb3JkEhAKCGhhc19tb3JlGAIgASgIMukBCg9FdmlkZW5jZVNlcnZpY2USbQoLR2V0RXZpZGVuY2USHi5tYW5kYXRlLnYxLkdldEV2aWRlbmNlUmVxdWVzdBoaLm1hbmRhdGUudjEuRXZpZGVuY2VSZWNvcmQiIoLT5JMCHBIaL3YxL2V2aWRlbmNlL3tldmlkZW5jZV9pZH0SZwoMTGlzdEV2aWRlbmNlEh8ubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXF1ZXN0GiAubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXNwb25zZSIUgtPkkwIOEgwvdjEvZXZpZGVuY2ViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One signed evidence record. `digest` is the SHA-256 (hex) of the RFC 8785
@@ -41,11 +41,11 @@ export type EvidenceRecord = Message<"mandate.v1.EvidenceRecord"> & {
   seq: bigint;
 
   /**
-   * Digest of the previous record of the organization; empty for seq 1.
+   * Digest of the previous record of the organization; null for seq 1.
    *
-   * @generated from field: string prev_digest = 4;
+   * @generated from field: google.protobuf.Value prev_digest = 4;
    */
-  prevDigest: string;
+  prevDigest?: Value;
 
   /**
    * What happened, e.g. "decision", "agent.activated", "capability.consumed".

@@ -6,7 +6,7 @@ CREATE TABLE evidence_keys (
   private_key_pem text,
   public_jwk      jsonb NOT NULL,
   active          boolean NOT NULL,
-  created_at      timestamptz NOT NULL DEFAULT now()
+  created_at      timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now())
 );
 CREATE UNIQUE INDEX evidence_keys_one_active ON evidence_keys (active) WHERE active;
 

@@ -6,7 +6,7 @@ CREATE TABLE principals (
   display_name    text NOT NULL,
   kind            text NOT NULL CHECK (kind IN ('person', 'role', 'org_unit', 'service')),
   external_ref    text,
-  created_at      timestamptz NOT NULL DEFAULT now(),
+  created_at      timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   UNIQUE (organization_id, external_ref)
 );
 CREATE INDEX principals_org ON principals (organization_id, created_at, principal_id);
@@ -21,8 +21,8 @@ CREATE TABLE agents (
   business_unit           text NOT NULL DEFAULT '',
   environment             text NOT NULL DEFAULT '',
   state                   text NOT NULL CHECK (state IN ('registered', 'active', 'suspended', 'revoked', 'retired')),
-  created_at              timestamptz NOT NULL DEFAULT now(),
-  updated_at              timestamptz NOT NULL DEFAULT now(),
+  created_at              timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
+  updated_at              timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   last_heartbeat_at       timestamptz
 );
 CREATE INDEX agents_org ON agents (organization_id, created_at, agent_id);
@@ -35,7 +35,7 @@ CREATE TABLE certificates (
   organization_id text NOT NULL REFERENCES organizations,
   public_key      text NOT NULL UNIQUE,
   state           text NOT NULL CHECK (state IN ('active', 'replaced', 'revoked')),
-  created_at      timestamptz NOT NULL DEFAULT now(),
+  created_at      timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   ended_at        timestamptz
 );
 CREATE UNIQUE INDEX certificates_one_active ON certificates (agent_id) WHERE state = 'active';

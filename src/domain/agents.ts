@@ -1,0 +1,279 @@
+import type pg from "pg";
+import type { Database } from "../storage/postgres/database.js";
+import { isUniqueViolation } from "../storage/postgres/database.js";
+import { agentStore, type AgentRow, type AgentState } from "../storage/postgres/agents.js";
+import { principalStore } from "../storage/postgres/principals.js";
+import type { OrgCaller } from "./caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
+import { newId } from "./ids.js";
+import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
+import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
+
+/** Lifecycle operations and the states each may start from (spec "Agent transitions"). */
+export const TRANSITIONS = {
+  activate: { from: ["registered"], to: "active", evidence: "agent.activated" },
+  suspend: { from: ["active"], to: "suspended", evidence: "agent.suspended" },
+  reactivate: { from: ["suspended"], to: "active", evidence: "agent.reactivated" },
+  revoke: { from: ["registered", "active", "suspended"], to: "revoked", evidence: "agent.revoked" },
+  retire: { from: ["registered", "active", "suspended"], to: "retired", evidence: "agent.retired" },
+} as const satisfies Record<string, { from: readonly AgentState[]; to: AgentState; evidence: string }>;
+
+/** A lifecycle operation. */
+export type Transition = keyof typeof TRANSITIONS;
+
+/** Told about every committed agent state change (e.g. to mirror it into Redis). */
+export type AgentStateListener = (agent: { agentId: string; organizationId: string; state: AgentState }) => Promise<void>;
+
+/** Registration input. */
+export interface Registration {
+  name: string;
+  actingForPrincipalId: string;
+  publicKey: string;
+  owner?: string;
+  businessUnit?: string;
+  environment?: string;
+}
+
+/** Ownership label changes; absent fields stay as they are. */
+export interface LabelChanges {
+  owner?: string;
+  businessUnit?: string;
+  environment?: string;
+  actingForPrincipalId?: string;
+}
+
+function checkLabel(errors: FieldError[], field: string, value: string | undefined): void {
+  if (value !== undefined && value.length > 200) errors.push({ field, code: "too_long", message: "at most 200 characters" });
+}
+
+/** Agents: registration, lifecycle, key rotation, labels and heartbeats; every change leaves evidence. */
+export class Agents {
+  constructor(
+    private readonly db: Database,
+    private readonly evidence: EvidenceLog,
+    private readonly signatures: AgentSignatures,
+    private readonly onStateChange: AgentStateListener = async () => undefined,
+  ) {}
+
+  private async mustGet(q: pg.PoolClient | Database["pool"], caller: OrgCaller, agentId: string): Promise<AgentRow> {
+    const row = await agentStore.get(q, caller.organizationId, agentId);
+    if (!row) throw notFound("Agent");
+    return row;
+  }
+
+  /**
+   * Registers an agent (state `registered`). Idempotent per public key: the
+   * same key in the same organization returns the same identity; a key used
+   * by another organization, or rotated away, is 409 `already_exists`.
+   */
+  async register(caller: OrgCaller, input: Registration): Promise<{ agent: AgentRow; created: boolean }> {
+    const errors: FieldError[] = [];
+    const name = input.name.trim();
+    if (!name) errors.push({ field: "name", code: "required", message: "must not be empty" });
+    else if (name.length > 200) errors.push({ field: "name", code: "too_long", message: "at most 200 characters" });
+    if (!input.actingForPrincipalId) errors.push({ field: "acting_for_principal_id", code: "required", message: "must name a principal" });
+    try {
+      parsePublicKey(input.publicKey);
+    } catch (err) {
+      errors.push(...(err as MandateError).fieldErrors);
+    }
+    checkLabel(errors, "owner", input.owner);
+    checkLabel(errors, "business_unit", input.businessUnit);
+    checkLabel(errors, "environment", input.environment);
+    if (errors.length) throw validationFailed(errors);
+
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const existing = await agentStore.certificateByKey(this.db.pool, input.publicKey);
+      if (existing) {
+        if (existing.organization_id !== caller.organizationId || existing.state === "replaced") {
+          throw new MandateError("already_exists", "This public key is already registered to another identity.");
+        }
+        return { agent: await this.mustGet(this.db.pool, caller, existing.agent_id), created: false };
+      }
+      try {
+        const agent = await this.db.transaction(async (tx) => {
+          const principal = await principalStore.get(tx, caller.organizationId, input.actingForPrincipalId);
+          if (!principal) {
+            throw validationFailed([{ field: "acting_for_principal_id", code: "unknown_principal", message: "no such principal in this organization" }]);
+          }
+          const agentId = newId("agt");
+          const certificateId = newId("crt");
+          await agentStore.insert(tx, {
+            agent_id: agentId,
+            certificate_id: certificateId,
+            organization_id: caller.organizationId,
+            name,
+            acting_for_principal_id: principal.principal_id,
+            public_key: input.publicKey,
+            owner: input.owner ?? "",
+            business_unit: input.businessUnit ?? "",
+            environment: input.environment ?? "",
+          });
+          const row = (await agentStore.get(tx, caller.organizationId, agentId))!;
+          await this.evidence.append(tx, [
+            {
+              organizationId: caller.organizationId,
+              kind: "agent.registered",
+              subjectId: agentId,
+              payload: {
+                agent_id: agentId,
+                certificate_id: certificateId,
+                name,
+                acting_for_principal_id: principal.principal_id,
+                public_key: input.publicKey,
+                owner: row.owner,
+                business_unit: row.business_unit,
+                environment: row.environment,
+                by: caller.identity,
+              },
+            },
+          ]);
+          return row;
+        });
+        return { agent, created: true };
+      } catch (err) {
+        // A concurrent registration of the same key won the insert: answer as it did.
+        if (isUniqueViolation(err)) continue;
+        throw err;
+      }
+    }
+    throw new MandateError("unavailable", "Registration contended; try again.");
+  }
+
+  /** One agent of the caller's organization. */
+  get(caller: OrgCaller, agentId: string): Promise<AgentRow> {
+    return this.mustGet(this.db.pool, caller, agentId);
+  }
+
+  /** A page of agents and the next page token. */
+  async list(caller: OrgCaller, size: number, token: string): Promise<{ rows: AgentRow[]; next: string }> {
+    const limit = pageSize(size);
+    const rows = await agentStore.list(this.db.pool, caller.organizationId, decodeCursor(token), limit + 1);
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return { rows: page, next: rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.agent_id }) : "" };
+  }
+
+  /**
+   * Applies a lifecycle transition and its evidence in one transaction; 409
+   * `invalid_transition` (nothing changes) when the current state does not allow it.
+   */
+  async transition(caller: OrgCaller, agentId: string, op: Transition, reason: string): Promise<AgentRow> {
+    if (reason.length > 2000) throw validationFailed([{ field: "reason", code: "too_long", message: "at most 2000 characters" }]);
+    const { from, to, evidence } = TRANSITIONS[op];
+    const agent = await this.db.transaction(async (tx) => {
+      const previous = await agentStore.transition(tx, caller.organizationId, agentId, from, to);
+      if (previous === null) {
+        const current = await this.mustGet(tx, caller, agentId);
+        throw new MandateError("invalid_transition", `Cannot ${op} an agent that is ${current.state}.`);
+      }
+      if (to === "revoked") await agentStore.revokeCertificates(tx, agentId);
+      await this.evidence.append(tx, [
+        {
+          organizationId: caller.organizationId,
+          kind: evidence,
+          subjectId: agentId,
+          payload: { agent_id: agentId, operation: op, from: previous, to, reason, by: caller.identity },
+        },
+      ]);
+      return this.mustGet(tx, caller, agentId);
+    });
+    await this.onStateChange({ agentId, organizationId: caller.organizationId, state: agent.state });
+    return agent;
+  }
+
+  /** Issues a new certificate for a new key; the old certificate stops verifying at once. */
+  async rotateKey(caller: OrgCaller, agentId: string, publicKey: string): Promise<AgentRow> {
+    parsePublicKey(publicKey);
+    try {
+      return await this.db.transaction(async (tx) => {
+        const agent = await agentStore.lock(tx, caller.organizationId, agentId);
+        if (!agent) throw notFound("Agent");
+        if (agent.state === "revoked" || agent.state === "retired") {
+          throw new MandateError("invalid_transition", `Cannot rotate the key of an agent that is ${agent.state}.`);
+        }
+        const certificateId = newId("crt");
+        await agentStore.rotate(tx, agentId, caller.organizationId, certificateId, publicKey);
+        await this.evidence.append(tx, [
+          {
+            organizationId: caller.organizationId,
+            kind: "agent.key_rotated",
+            subjectId: agentId,
+            payload: { agent_id: agentId, previous_certificate_id: agent.certificate_id, certificate_id: certificateId, public_key: publicKey, by: caller.identity },
+          },
+        ]);
+        return (await agentStore.get(tx, caller.organizationId, agentId))!;
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new MandateError("already_exists", "This public key is already registered to an identity.");
+      throw err;
+    }
+  }
+
+  /** Changes ownership labels; never the acting principal (422). A changed owner is recorded as a transfer. */
+  async updateLabels(caller: OrgCaller, agentId: string, changes: LabelChanges): Promise<AgentRow> {
+    const errors: FieldError[] = [];
+    if (changes.actingForPrincipalId !== undefined) {
+      errors.push({ field: "acting_for_principal_id", code: "immutable", message: "the acting principal never changes; register a new agent instead" });
+    }
+    checkLabel(errors, "owner", changes.owner);
+    checkLabel(errors, "business_unit", changes.businessUnit);
+    checkLabel(errors, "environment", changes.environment);
+    if (errors.length) throw validationFailed(errors);
+    return this.db.transaction(async (tx) => {
+      const agent = await agentStore.lock(tx, caller.organizationId, agentId);
+      if (!agent) throw notFound("Agent");
+      const before = { owner: agent.owner, business_unit: agent.business_unit, environment: agent.environment };
+      const after = {
+        owner: changes.owner ?? agent.owner,
+        business_unit: changes.businessUnit ?? agent.business_unit,
+        environment: changes.environment ?? agent.environment,
+      };
+      if (JSON.stringify(before) === JSON.stringify(after)) return agent;
+      await agentStore.setLabels(tx, agentId, after);
+      await this.evidence.append(tx, [
+        {
+          organizationId: caller.organizationId,
+          kind: before.owner !== after.owner ? "agent.ownership_transferred" : "agent.labels_changed",
+          subjectId: agentId,
+          payload: { agent_id: agentId, before, after, acting_for_principal_id: agent.acting_for_principal_id, by: caller.identity },
+        },
+      ]);
+      return (await agentStore.get(tx, caller.organizationId, agentId))!;
+    });
+  }
+
+  /** Accepts an agent-signed heartbeat `{agent_id, sent_at, nonce}` while the agent is active. */
+  async heartbeat(keyId: string, signature: string, body: Uint8Array, pathAgentId: string, skewSeconds: number): Promise<{ agentId: string; state: AgentState; at: Date }> {
+    const cert = await this.signatures.verify(keyId, signature, body);
+    requireSigningState(cert, false);
+    let doc: unknown;
+    try {
+      doc = JSON.parse(Buffer.from(body).toString("utf8"));
+    } catch {
+      throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
+    }
+    const d = doc as Record<string, unknown>;
+    const errors: FieldError[] = [];
+    if (typeof doc !== "object" || doc === null || Array.isArray(doc)) errors.push({ field: "(body)", code: "invalid_type", message: "expected an object" });
+    else {
+      for (const k of Object.keys(d)) if (!["agent_id", "sent_at", "nonce"].includes(k)) errors.push({ field: k, code: "unknown_field", message: "unknown field" });
+      if (d.agent_id !== cert.agent_id || d.agent_id !== pathAgentId) errors.push({ field: "agent_id", code: "mismatch", message: "must be the signing agent's id" });
+      if (typeof d.nonce !== "string" || d.nonce.length === 0 || d.nonce.length > 128) errors.push({ field: "nonce", code: "required", message: "a nonce string is required" });
+      const sent = typeof d.sent_at === "string" ? Date.parse(d.sent_at) : NaN;
+      if (Number.isNaN(sent)) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an ISO 8601 timestamp" });
+      else if (Math.abs(Date.now() - sent) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
+    }
+    if (errors.length) throw validationFailed(errors);
+    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id);
+    if (!at) throw new MandateError("agent_not_active", "The agent is not active.");
+    return { agentId: cert.agent_id, state: "active", at };
+  }
+
+  /** The agent's signed audit records, oldest first. */
+  async auditRecords(caller: OrgCaller, agentId: string) {
+    await this.mustGet(this.db.pool, caller, agentId);
+    return this.evidence.bySubject(caller.organizationId, agentId);
+  }
+}

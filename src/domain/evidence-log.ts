@@ -1,0 +1,97 @@
+import { generateEvidenceKey, EvidenceKeyring } from "../evidence/keys.js";
+import { newEvidenceId, sealRecord, type EvidenceRecord } from "../evidence/record.js";
+import type { Database, Queryable } from "../storage/postgres/database.js";
+import { evidenceStore } from "../storage/postgres/evidence.js";
+
+/** What a caller records; the log adds id, position, link, time and signature. */
+export interface EvidenceEntry {
+  organizationId: string;
+  kind: string;
+  subjectId: string;
+  payload: Record<string, unknown>;
+}
+
+/**
+ * The signed, hash-chained evidence log. `append` runs inside the caller's
+ * transaction, so a change and its evidence commit together or not at all.
+ */
+export class EvidenceLog {
+  private constructor(
+    private readonly db: Database,
+    private keyring: EvidenceKeyring,
+  ) {}
+
+  /** Loads the keyring, creating the first key if none exists (call under the migration lock). */
+  static async open(db: Database): Promise<EvidenceLog> {
+    let rows = await evidenceStore.keys(db.pool);
+    if (rows.length === 0) {
+      const key = await generateEvidenceKey();
+      await db.transaction((tx) => evidenceStore.activateKey(tx, { kid: key.kid, private_key_pem: key.privateKeyPem, public_jwk: key.publicJwk }));
+      rows = await evidenceStore.keys(db.pool);
+    }
+    return new EvidenceLog(db, new EvidenceKeyring(rows));
+  }
+
+  /** The active signing keyring (also signs capability tokens, so one JWKS verifies both). */
+  get keys(): EvidenceKeyring {
+    return this.keyring;
+  }
+
+  /** Rotates the signing key; old public keys stay published so old records keep verifying. */
+  async rotateKey(): Promise<string> {
+    const key = await generateEvidenceKey();
+    await this.db.transaction((tx) => evidenceStore.activateKey(tx, { kid: key.kid, private_key_pem: key.privateKeyPem, public_jwk: key.publicJwk }));
+    this.keyring = new EvidenceKeyring(await evidenceStore.keys(this.db.pool));
+    return key.kid;
+  }
+
+  /** The published JWKS, read from the database so keys rotated by another replica appear. */
+  async jwks(): Promise<{ keys: object[] }> {
+    const rows = await evidenceStore.keys(this.db.pool);
+    return new EvidenceKeyring(rows.map((r) => ({ ...r, private_key_pem: r.active ? r.private_key_pem : null }))).jwks();
+  }
+
+  /** Appends entries of one organization in order, inside `tx`; returns the sealed records. */
+  async append(tx: Queryable, entries: readonly EvidenceEntry[], now = new Date()): Promise<EvidenceRecord[]> {
+    if (entries.length === 0) return [];
+    const organizationId = entries[0]!.organizationId;
+    const head = await evidenceStore.lockHead(tx, organizationId);
+    let seq = head.seq;
+    let prev = head.digest;
+    const createdAt = now.toISOString();
+    const sealed = entries.map((e) => {
+      const record = sealRecord(
+        {
+          evidence_id: newEvidenceId(),
+          organization_id: organizationId,
+          seq: ++seq,
+          prev_digest: prev,
+          kind: e.kind,
+          subject_id: e.subjectId,
+          payload: e.payload,
+          created_at: createdAt,
+        },
+        this.keyring,
+      );
+      prev = record.digest;
+      return record;
+    });
+    await evidenceStore.append(tx, sealed);
+    return sealed;
+  }
+
+  /** One record of the organization, or null. */
+  get(organizationId: string, evidenceId: string): Promise<EvidenceRecord | null> {
+    return evidenceStore.get(this.db.pool, organizationId, evidenceId);
+  }
+
+  /** Records about one subject (an agent, a decision…), oldest first. */
+  bySubject(organizationId: string, subjectId: string): Promise<EvidenceRecord[]> {
+    return evidenceStore.bySubject(this.db.pool, organizationId, subjectId);
+  }
+
+  /** A page of the organization's chain, for export. */
+  page(organizationId: string, afterSeq: number, limit: number) {
+    return evidenceStore.page(this.db.pool, organizationId, afterSeq, limit);
+  }
+}

@@ -1,0 +1,53 @@
+/** A problem found in a policy source, located as precisely as the source allows. */
+export interface SourceProblem {
+  /** JSON-ish path inside a rules document (`rules[2].when.amount.lte`). */
+  field?: string;
+  line?: number;
+  column?: number;
+  message: string;
+}
+
+/** A problem the opa compiler reported, located in the bundle's files. */
+export interface CompileProblem {
+  /** Path inside the bundle, e.g. `policies/payments.rego` or `library/main.rego`. */
+  file?: string;
+  /** The runtime policy the file belongs to, when it is one. */
+  policy_key?: string;
+  line?: number;
+  column?: number;
+  /** opa's error code, e.g. `rego_parse_error`, `rego_type_error`. */
+  code?: string;
+  message: string;
+}
+
+/** Thrown when a rules document or hand-written module is rejected before opa sees it, so authors get every problem at once. */
+export class PolicySourceError extends Error {
+  override readonly name = "PolicySourceError";
+  constructor(readonly errors: SourceProblem[]) {
+    super(summarise("invalid policy source", errors));
+  }
+}
+
+/** Thrown when opa refuses to compile the library plus the given modules, carrying opa's located errors. */
+export class PolicyCompileError extends Error {
+  override readonly name = "PolicyCompileError";
+  constructor(readonly errors: CompileProblem[]) {
+    super(summarise("policy compilation failed", errors));
+  }
+}
+
+/** Thrown when a bundle cannot produce a well-formed decision: the caller must answer evaluation_unavailable, never ALLOW. */
+export class EvaluationError extends Error {
+  override readonly name = "EvaluationError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+function summarise(what: string, errors: { line?: number; message: string }[]): string {
+  const first = errors[0];
+  if (!first) return what;
+  const where = first.line === undefined ? "" : ` (line ${first.line})`;
+  const more = errors.length > 1 ? ` and ${errors.length - 1} more` : "";
+  return `${what}: ${first.message}${where}${more}`;
+}

@@ -1,0 +1,86 @@
+import type { EvidenceKeyRow } from "../../evidence/keys.js";
+import type { EvidenceRecord, UnsealedEvidenceRecord } from "../../evidence/record.js";
+import type { Queryable } from "./database.js";
+
+/** SQL for the evidence keys and the append-only, per-organization chain. */
+export const evidenceStore = {
+  /** Every evidence key, oldest first. */
+  async keys(q: Queryable): Promise<EvidenceKeyRow[]> {
+    const { rows } = await q.query<EvidenceKeyRow>("SELECT kid, private_key_pem, public_jwk, active FROM evidence_keys ORDER BY created_at, kid");
+    return rows;
+  },
+
+  /** Makes `key` the only active key; earlier keys stay (public half) so old records keep verifying. */
+  async activateKey(q: Queryable, key: { kid: string; private_key_pem: string; public_jwk: object }): Promise<void> {
+    await q.query("UPDATE evidence_keys SET active = false, private_key_pem = NULL WHERE active");
+    await q.query("INSERT INTO evidence_keys (kid, private_key_pem, public_jwk, active) VALUES ($1, $2, $3, true)", [
+      key.kid,
+      key.private_key_pem,
+      JSON.stringify(key.public_jwk),
+    ]);
+  },
+
+  /**
+   * Locks the organization's chain head for the rest of the transaction and
+   * returns it (seq 0 and a null digest for an empty chain). Appends of one
+   * organization serialize here; other organizations are unaffected.
+   */
+  async lockHead(q: Queryable, organizationId: string): Promise<{ seq: number; digest: string | null }> {
+    await q.query("INSERT INTO evidence_heads (organization_id, seq, digest) VALUES ($1, 0, '') ON CONFLICT DO NOTHING", [organizationId]);
+    const { rows } = await q.query<{ seq: number; digest: string }>(
+      "SELECT seq, digest FROM evidence_heads WHERE organization_id = $1 FOR UPDATE",
+      [organizationId],
+    );
+    const head = rows[0]!;
+    return { seq: head.seq, digest: head.seq === 0 ? null : head.digest };
+  },
+
+  /** Stores sealed records (consecutive, of one organization) and moves the head past the last. */
+  async append(q: Queryable, records: readonly EvidenceRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await q.query(
+      `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])`,
+      [
+        records.map((r) => r.evidence_id),
+        records.map((r) => r.organization_id),
+        records.map((r) => r.seq),
+        records.map((r) => r.kind),
+        records.map((r) => r.subject_id),
+        records.map((r) => JSON.stringify(r)),
+        records.map((r) => r.created_at),
+      ],
+    );
+    const last = records[records.length - 1]!;
+    await q.query("UPDATE evidence_heads SET seq = $2, digest = $3 WHERE organization_id = $1", [last.organization_id, last.seq, last.digest]);
+  },
+
+  /** One record of the organization, or null. */
+  async get(q: Queryable, organizationId: string, evidenceId: string): Promise<EvidenceRecord | null> {
+    const { rows } = await q.query<{ document: string }>(
+      "SELECT document FROM evidence_records WHERE organization_id = $1 AND evidence_id = $2",
+      [organizationId, evidenceId],
+    );
+    return rows[0] ? (JSON.parse(rows[0].document) as EvidenceRecord) : null;
+  },
+
+  /** Records about one subject, oldest first. */
+  async bySubject(q: Queryable, organizationId: string, subjectId: string): Promise<EvidenceRecord[]> {
+    const { rows } = await q.query<{ document: string }>(
+      "SELECT document FROM evidence_records WHERE organization_id = $1 AND subject_id = $2 ORDER BY seq",
+      [organizationId, subjectId],
+    );
+    return rows.map((r) => JSON.parse(r.document) as EvidenceRecord);
+  },
+
+  /** A page of the organization's chain after `afterSeq`, in order; fetches one extra row to tell whether more exist. */
+  async page(q: Queryable, organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }> {
+    const { rows } = await q.query<{ document: string }>(
+      "SELECT document FROM evidence_records WHERE organization_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+      [organizationId, afterSeq, limit + 1],
+    );
+    return { records: rows.slice(0, limit).map((r) => JSON.parse(r.document) as EvidenceRecord), hasMore: rows.length > limit };
+  },
+};
+
+export type { UnsealedEvidenceRecord };

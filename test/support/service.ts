@@ -1,0 +1,178 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import pino from "pino";
+import { inject } from "vitest";
+import { startApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+
+/** The environment variables the service reads (src/config.ts). */
+export type ServiceEnv = {
+  PORT: string;
+  HOST: string;
+  DATABASE_URL: string;
+  REDIS_URL: string;
+  MANDATE_OPERATOR_KEY: string;
+  MANDATE_DATA_DIR: string;
+  MANDATE_OPA_PATH: string;
+  LOG_LEVEL: string;
+  MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: string;
+  MANDATE_SANDBOX_PER_EMAIL_PER_DAY: string;
+  MANDATE_SANDBOX_MAX_ORGS: string;
+};
+
+/** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */
+export interface V1Response<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** Options of one /v1 call. A string or byte body is sent as is; anything else as JSON. */
+export interface V1Options {
+  body?: unknown;
+  headers?: Record<string, string>;
+  bearer?: string;
+}
+
+/** A /v1 JSON client bound to one base URL. */
+export type V1Client = (method: string, path: string, options?: V1Options) => Promise<V1Response>;
+
+/** A /v1 client for `baseUrl` built on fetch: what a curl user sees, nothing more. */
+export function createV1Client(baseUrl: string): V1Client {
+  return async (method, path, options = {}) => {
+    const headers = new Headers(options.headers);
+    let body: string | Uint8Array | undefined;
+    if (options.body !== undefined) {
+      body = typeof options.body === "string" || options.body instanceof Uint8Array ? options.body : JSON.stringify(options.body);
+      if (!headers.has("content-type")) headers.set("content-type", "application/json");
+    }
+    if (options.bearer !== undefined) headers.set("authorization", `Bearer ${options.bearer}`);
+    const res = await fetch(new URL(path, baseUrl), { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      // Leave non-JSON answers as text so a test can say what came back.
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+}
+
+/** An organization made for a test, with its all-permission key. */
+export interface TestOrg {
+  organizationId: string;
+  apiKey: string;
+}
+
+/** A Mandate app running in this process on an ephemeral port. */
+export interface TestService {
+  baseUrl: string;
+  port: number;
+  /** The operator key, or undefined when the service was started without one. */
+  operatorKey: string | undefined;
+  /** The environment it was configured from. */
+  env: Record<string, string>;
+  v1: V1Client;
+  /** A gRPC (HTTP/2, h2c) client of `service`. */
+  grpc<S extends DescService>(service: S): Client<S>;
+  /** A Connect-protocol (HTTP/1.1) client of `service`. */
+  connect<S extends DescService>(service: S): Client<S>;
+  /** A gRPC-Web (HTTP/1.1) client of `service`. */
+  grpcWeb<S extends DescService>(service: S): Client<S>;
+  /** Creates an organization through the operator key (needs one). */
+  newOrg(name?: string): Promise<TestOrg>;
+  close(): Promise<void>;
+}
+
+/** Sandbox limits high enough that suites sharing one database never trip them. */
+const HIGH = "100000000";
+
+/** The shared Postgres database of this run (from the global setup). */
+export function sharedDatabaseUrl(): string {
+  return inject("databaseUrl");
+}
+
+/** The shared Redis of this run (from the global setup). */
+export function sharedRedisUrl(): string {
+  return inject("redisUrl");
+}
+
+/** A unique, valid email address, so per-email limits never couple tests. */
+export function uniqueEmail(prefix = "dev"): string {
+  return `${prefix}+${randomUUID().slice(0, 12)}@example.com`;
+}
+
+/**
+ * Creates a fresh, empty database in the shared cluster and returns its URL:
+ * for tests whose assertions depend on global counts (sandbox limits) or on a
+ * never-migrated schema (replicas racing to migrate).
+ */
+export async function createTestDatabase(prefix = "t"): Promise<string> {
+  const base = new URL(sharedDatabaseUrl());
+  const name = `${prefix}_${randomBytes(6).toString("hex")}`;
+  const client = new pg.Client({ connectionString: base.toString() });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  base.pathname = `/${name}`;
+  return base.toString();
+}
+
+/**
+ * Starts the app in-process on port 0 against the shared Postgres and Redis,
+ * with an operator key, silent logs and sandbox limits out of the way.
+ * An override set to `undefined` unsets that variable (e.g. no operator key,
+ * no Redis).
+ */
+export async function startService(overrides: Partial<Record<keyof ServiceEnv, string | undefined>> = {}): Promise<TestService> {
+  const env: Record<string, string | undefined> = {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATABASE_URL: sharedDatabaseUrl(),
+    REDIS_URL: sharedRedisUrl(),
+    MANDATE_OPERATOR_KEY: `op_${randomBytes(24).toString("base64url")}`,
+    LOG_LEVEL: "silent",
+    MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: HIGH,
+    MANDATE_SANDBOX_PER_EMAIL_PER_DAY: HIGH,
+    MANDATE_SANDBOX_MAX_ORGS: HIGH,
+    ...overrides,
+  };
+  const defined = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
+  const config = loadConfig(defined);
+  const app = await startApp(config, pino({ level: config.logLevel }));
+  const baseUrl = `http://127.0.0.1:${app.port}`;
+  const v1 = createV1Client(baseUrl);
+  const grpcTransport = createGrpcTransport({ baseUrl });
+  const connectTransport = createConnectTransport({ baseUrl, httpVersion: "1.1" });
+  const grpcWebTransport = createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
+  const operatorKey = defined.MANDATE_OPERATOR_KEY;
+  let closed = false;
+  return {
+    baseUrl,
+    port: app.port,
+    operatorKey,
+    env: defined,
+    v1,
+    grpc: (service) => createClient(service, grpcTransport),
+    connect: (service) => createClient(service, connectTransport),
+    grpcWeb: (service) => createClient(service, grpcWebTransport),
+    async newOrg(name = `Test org ${randomUUID().slice(0, 8)}`) {
+      if (!operatorKey) throw new Error("newOrg needs a service started with an operator key");
+      const res = await v1("POST", "/v1/organizations", { body: { name }, headers: { "x-service-operator-key": operatorKey } });
+      if (res.status !== 200) throw new Error(`creating an organization failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return { organizationId: res.body.organization_id, apiKey: res.body.api_key };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await app.close();
+    },
+  };
+}
