@@ -6,6 +6,16 @@ import { Agents } from "./domain/agents.js";
 import { EvidenceLog } from "./domain/evidence-log.js";
 import { Principals } from "./domain/principals.js";
 import { AgentSignatures } from "./domain/signatures.js";
+import { Decisions } from "./domain/decisions.js";
+import { Intents } from "./domain/intents.js";
+import { Policies } from "./domain/policies.js";
+import { PolicyEngine } from "./policy/engine.js";
+import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
+import { DecisionService } from "./gen/mandate/v1/decisions_pb.js";
+import { IntentService } from "./gen/mandate/v1/intents_pb.js";
+import { PolicyService } from "./gen/mandate/v1/policies_pb.js";
+import { DecisionServiceImpl, IntentServiceImpl } from "./services/decisions.js";
+import { AuthorityGraphServiceImpl, PolicyServiceImpl } from "./services/policies.js";
 import { AgentService } from "./gen/mandate/v1/agents_pb.js";
 import { EvidenceService } from "./gen/mandate/v1/evidence_pb.js";
 import { PrincipalService } from "./gen/mandate/v1/principals_pb.js";
@@ -45,16 +55,24 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     if (applied.length) logger.info({ applied }, "migrations applied");
     if (!evidence) throw new Error("evidence log did not open");
 
-    const organizations = new Organizations(db, config.limits, async () => undefined);
+    const policies = new Policies(db, evidence, new PolicyEngine());
+    await policies.prepareStarter();
+    const organizations = new Organizations(db, config.limits, policies.installStarter);
     const credentials = new Credentials(db, config.operatorKey);
     const signatures = new AgentSignatures(db);
     const agents = new Agents(db, evidence, signatures);
+    const intents = new Intents(db, evidence, signatures, policies, config.limits);
+    const decisions = new Decisions(db, evidence, signatures, config.limits.requestedAtSkewSeconds);
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
       { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
       { service: PrincipalService, impl: new PrincipalServiceImpl(new Principals(db)) as never },
       { service: AgentService, impl: new AgentServiceImpl(agents, config.limits.requestedAtSkewSeconds) as never },
       { service: EvidenceService, impl: new EvidenceServiceImpl(evidence) as never },
+      { service: IntentService, impl: new IntentServiceImpl(intents) as never },
+      { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
+      { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
+      { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
     const server = await listen({

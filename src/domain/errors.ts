@@ -32,7 +32,6 @@ export type ErrorCode =
   | "undeclared_context_field"
   | "capability_token_invalid"
   | "policy_compile_failed"
-  | "graph_invalid"
   | "rate_limited"
   | "evaluation_unavailable"
   | "unavailable"
@@ -43,6 +42,9 @@ export interface FieldError {
   field: string;
   code: string;
   message: string;
+  /** Position in a source text (policy modules, governance documents), when known. */
+  line?: number;
+  column?: number;
 }
 
 /** A failure with a stable code; converted to a /v1 body or a gRPC status at one boundary. */

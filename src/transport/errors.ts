@@ -34,7 +34,6 @@ const STATUS: Record<ErrorCode, [number, Code]> = {
   undeclared_context_field: [422, Code.InvalidArgument],
   capability_token_invalid: [422, Code.InvalidArgument],
   policy_compile_failed: [422, Code.InvalidArgument],
-  graph_invalid: [422, Code.InvalidArgument],
   rate_limited: [429, Code.ResourceExhausted],
   evaluation_unavailable: [503, Code.Unavailable],
   unavailable: [503, Code.Unavailable],
@@ -68,6 +67,6 @@ export function errorBody(err: unknown, requestId: string): { status: number; bo
 /** The same error as a ConnectError carrying an ErrorDetail, for gRPC, gRPC-Web and Connect. */
 export function toConnectError(err: unknown, requestId: string): ConnectError {
   const d = describeError(err);
-  const detail = create(ErrorDetailSchema, { detail: d.code, message: d.message, requestId, errors: [...d.errors] });
+  const detail = create(ErrorDetailSchema, { detail: d.code, message: d.message, requestId, errors: d.errors.map((e) => ({ ...e, line: e.line ?? 0, column: e.column ?? 0 })) });
   return new ConnectError(d.message, d.grpc, { "x-request-id": requestId }, [{ desc: ErrorDetailSchema, value: detail }]);
 }

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/errors.proto.
  */
 export const file_mandate_v1_errors: GenFile = /*@__PURE__*/
-  fileDesc("ChdtYW5kYXRlL3YxL2Vycm9ycy5wcm90bxIKbWFuZGF0ZS52MSJqCgtFcnJvckRldGFpbBIOCgZkZXRhaWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEiYKBmVycm9ycxgEIAMoCzIWLm1hbmRhdGUudjEuRmllbGRFcnJvciI6CgpGaWVsZEVycm9yEg0KBWZpZWxkGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCWIGcHJvdG8z");
+  fileDesc("ChdtYW5kYXRlL3YxL2Vycm9ycy5wcm90bxIKbWFuZGF0ZS52MSJqCgtFcnJvckRldGFpbBIOCgZkZXRhaWwYASABKAkSDwoHbWVzc2FnZRgCIAEoCRISCgpyZXF1ZXN0X2lkGAMgASgJEiYKBmVycm9ycxgEIAMoCzIWLm1hbmRhdGUudjEuRmllbGRFcnJvciJYCgpGaWVsZEVycm9yEg0KBWZpZWxkGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIMCgRsaW5lGAQgASgFEg4KBmNvbHVtbhgFIAEoBWIGcHJvdG8z");
 
 /**
  * The body of every non-2xx /v1 answer, and the detail attached to every gRPC
@@ -81,6 +81,18 @@ export type FieldError = Message<"mandate.v1.FieldError"> & {
    * @generated from field: string message = 3;
    */
   message: string;
+
+  /**
+   * 1-based position in a source text (policy module, governance document); 0 when not applicable.
+   *
+   * @generated from field: int32 line = 4;
+   */
+  line: number;
+
+  /**
+   * @generated from field: int32 column = 5;
+   */
+  column: number;
 };
 
 /**

@@ -1,0 +1,106 @@
+import type { Database } from "../storage/postgres/database.js";
+import { decisionStore, type DecisionRow, type ReviewEntry } from "../storage/postgres/decisions.js";
+import type { Caller, OrgCaller } from "./caller.js";
+import { MandateError, notFound, validationFailed } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
+import { AgentSignatures } from "./signatures.js";
+
+/** Decisions: reads (by keys or by the deciding agent) and human review. */
+export class Decisions {
+  constructor(
+    private readonly db: Database,
+    private readonly evidence: EvidenceLog,
+    private readonly signatures: AgentSignatures,
+    private readonly skewSeconds: number,
+  ) {}
+
+  /**
+   * Reads a decision. An organization caller needs DECISION_READ; an agent
+   * signs `"GET /v1/decisions/<id>\n<X-Service-Timestamp>"` and may read only its own.
+   */
+  async get(caller: Caller, decisionId: string): Promise<DecisionRow> {
+    if (caller.kind === "agent_signed") {
+      if (!caller.timestamp) throw new MandateError("missing_credentials", "An agent-signed read needs X-Service-Timestamp.");
+      const signed = Buffer.from(`GET /v1/decisions/${decisionId}\n${caller.timestamp}`, "utf8");
+      const cert = await this.signatures.verify(caller.keyId, caller.signature, signed);
+      const at = Date.parse(caller.timestamp);
+      if (Number.isNaN(at) || Math.abs(Date.now() - at) > this.skewSeconds * 1000) {
+        throw new MandateError("request_expired", `X-Service-Timestamp must be within ${this.skewSeconds} s of server time.`);
+      }
+      const row = await decisionStore.get(this.db.pool, cert.organization_id, decisionId);
+      if (!row || row.agent_id !== cert.agent_id) throw notFound("Decision");
+      return row;
+    }
+    if (caller.kind !== "key" && caller.kind !== "operator") throw new MandateError("missing_credentials", "Credentials are required.");
+    if (!caller.permissions.has("DECISION_READ")) throw new MandateError("permission_denied", "This operation needs the DECISION_READ permission.");
+    const row = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    if (!row) throw notFound("Decision");
+    return row;
+  }
+
+  /** The review queue, newest first. */
+  async list(
+    caller: OrgCaller,
+    filter: { status: string | null; outcome: string | null; agentId: string | null },
+    size: number,
+    token: string,
+  ): Promise<{ rows: DecisionRow[]; next: string }> {
+    const limit = size === 0 ? 100 : size;
+    if (limit < 1 || limit > 500) throw validationFailed([{ field: "page_size", code: "out_of_range", message: "must be between 1 and 500" }]);
+    let before: { at: Date; id: string } | null = null;
+    if (token) {
+      try {
+        const [at, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [string, string];
+        before = { at: new Date(at), id };
+        if (Number.isNaN(before.at.getTime()) || typeof id !== "string") throw new Error("bad");
+      } catch {
+        throw validationFailed([{ field: "page_token", code: "invalid_format", message: "not a page token from this API" }]);
+      }
+    }
+    const rows = await decisionStore.list(this.db.pool, caller.organizationId, { ...filter, before, limit: limit + 1 });
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    const next = rows.length > limit && last ? Buffer.from(JSON.stringify([last.evaluated_at.toISOString(), last.decision_id])).toString("base64url") : "";
+    return { rows: page, next };
+  }
+
+  /**
+   * Resolves a pending HUMAN_REVIEW. One rejection resolves it rejected; an
+   * approval resolves it unless the review needs dual approval, which takes
+   * two distinct identities. The outcome keeps reading HUMAN_REVIEW.
+   */
+  async review(caller: OrgCaller, decisionId: string, resolution: "approved" | "rejected", reason: string): Promise<DecisionRow> {
+    const note = reason.trim();
+    if (!note) throw validationFailed([{ field: "reason", code: "required", message: "a reviewer's note is required" }]);
+    if (note.length > 2000) throw validationFailed([{ field: "reason", code: "too_long", message: "at most 2000 characters" }]);
+    return this.db.transaction(async (tx) => {
+      const d = await decisionStore.get(tx, caller.organizationId, decisionId, true);
+      if (!d) throw notFound("Decision");
+      if (d.outcome !== "HUMAN_REVIEW") throw new MandateError("invalid_transition", `A ${d.outcome} decision is final and has no review.`);
+      if (d.status === "RESOLVED") throw new MandateError("review_already_resolved", "This review is already resolved.");
+      const entry: ReviewEntry = { resolution, resolved_by: caller.identity, resolved_at: new Date().toISOString(), reason: note };
+      const approvals = [...d.approvals];
+      let final: ReviewEntry | null = null;
+      if (resolution === "rejected") final = entry;
+      else {
+        if (approvals.some((a) => a.resolved_by === caller.identity)) {
+          throw new MandateError("permission_denied", "This identity already approved; a second approval must come from another reviewer.");
+        }
+        approvals.push(entry);
+        const needed = d.reason === "requires_dual_approval" ? 2 : 1;
+        if (approvals.length >= needed) final = entry;
+      }
+      const status = final ? "RESOLVED" : "PENDING";
+      await decisionStore.setReview(tx, decisionId, status, final, approvals);
+      await this.evidence.append(tx, [
+        {
+          organizationId: caller.organizationId,
+          kind: final ? "decision.resolved" : "decision.approval_recorded",
+          subjectId: decisionId,
+          payload: { decision_id: decisionId, resolution, reason: note, by: caller.identity, status, approvals_so_far: approvals.length },
+        },
+      ]);
+      return { ...d, status, resolution: final, approvals };
+    });
+  }
+}

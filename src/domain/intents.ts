@@ -1,0 +1,221 @@
+import { createHash } from "node:crypto";
+import type { Limits } from "../config.js";
+import type { Database } from "../storage/postgres/database.js";
+import { isUniqueViolation } from "../storage/postgres/database.js";
+import type { CertificateRow } from "../storage/postgres/agents.js";
+import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import { MandateError, validationFailed, type FieldError } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
+import { newId } from "./ids.js";
+import type { Evaluation, Policies } from "./policies.js";
+import { AgentSignatures, requireSigningState } from "./signatures.js";
+
+/** A validated Intent document. */
+export interface Intent {
+  agent_id: string;
+  action: string;
+  amount?: number;
+  currency?: string;
+  counterparty?: string;
+  resource?: string;
+  context?: Record<string, string | number | boolean>;
+  requested_at: string;
+  nonce: string;
+}
+
+const FIELDS = new Set(["agent_id", "action", "amount", "currency", "counterparty", "resource", "context", "requested_at", "nonce"]);
+const ACTION = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const CURRENCY = /^[A-Z]{3}$/;
+const RESOURCE = /^[A-Za-z0-9_.-]{1,64}:\S{1,512}$/;
+const UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
+const CONTEXT_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
+
+/** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
+export function parseIntent(bytes: Uint8Array): Intent {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(bytes).toString("utf8"));
+  } catch {
+    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
+    throw validationFailed([{ field: "(body)", code: "invalid_type", message: "an Intent is a JSON object" }]);
+  }
+  const d = doc as Record<string, unknown>;
+  const errors: FieldError[] = [];
+  const bad = (field: string, code: string, message: string) => errors.push({ field, code, message });
+  for (const key of Object.keys(d)) if (!FIELDS.has(key)) bad(key, "unknown_field", "unknown field");
+  const str = (key: string, re: RegExp, what: string, required: boolean) => {
+    const v = d[key];
+    if (v === undefined || v === null) {
+      if (required) bad(key, "required", `${what} is required`);
+    } else if (typeof v !== "string") bad(key, "invalid_type", `expected a string (${what})`);
+    else if (!re.test(v)) bad(key, "invalid_format", `must be ${what}`);
+  };
+  str("agent_id", /^\S{1,64}$/, "the agent's id", true);
+  str("action", ACTION, "an action name (letters, digits, _ . : -)", true);
+  str("currency", CURRENCY, "an ISO 4217 code such as USD", false);
+  str("counterparty", /^[^\u0000-\u001f]{1,256}$/, "1..256 printable characters", false);
+  str("resource", RESOURCE, "<kind>:<identifier>", false);
+  str("requested_at", UTC, "an ISO 8601 UTC timestamp", true);
+  str("nonce", UUID, "a UUID", true);
+  if (d.amount !== undefined && d.amount !== null) {
+    if (typeof d.amount !== "number" || !Number.isFinite(d.amount)) bad("amount", "invalid_type", "expected a number");
+    else if (d.amount < 0) bad("amount", "out_of_range", "must not be negative");
+  }
+  if (d.context !== undefined && d.context !== null) {
+    if (typeof d.context !== "object" || Array.isArray(d.context)) bad("context", "invalid_type", "expected an object");
+    else
+      for (const [k, v] of Object.entries(d.context as Record<string, unknown>)) {
+        if (!CONTEXT_KEY.test(k)) bad(`context.${k}`, "invalid_format", "context keys are identifiers");
+        if (!["string", "number", "boolean"].includes(typeof v) || (typeof v === "number" && !Number.isFinite(v))) {
+          bad(`context.${k}`, "invalid_type", "context values are strings, numbers or booleans");
+        }
+      }
+  }
+  if (typeof d.requested_at === "string" && UTC.test(d.requested_at) && Number.isNaN(Date.parse(d.requested_at))) {
+    bad("requested_at", "invalid_format", "not a real time");
+  }
+  if (errors.length) throw validationFailed(errors);
+  return d as unknown as Intent;
+}
+
+/**
+ * The single endpoint's pipeline, in DESIGN §2's order. Nothing is recorded
+ * before the signature verifies and the agent may sign; a 200 means the
+ * decision and its evidence are committed together.
+ */
+export class Intents {
+  constructor(
+    private readonly db: Database,
+    private readonly evidence: EvidenceLog,
+    private readonly signatures: AgentSignatures,
+    private readonly policies: Policies,
+    private readonly limits: Limits,
+  ) {}
+
+  /** Verifies, validates, evaluates and records one signed Intent; returns its decision (the original one on a replayed nonce). */
+  async submit(keyId: string, signature: string, bytes: Uint8Array): Promise<DecisionRow> {
+    if (bytes.length > this.limits.intentBodyBytes) {
+      throw new MandateError("payload_too_large", `An Intent is at most ${this.limits.intentBodyBytes} bytes.`);
+    }
+    const cert = await this.signatures.verify(keyId, signature, bytes);
+    requireSigningState(cert, true);
+    const intent = parseIntent(bytes);
+    if (intent.agent_id !== cert.agent_id) {
+      throw validationFailed([{ field: "agent_id", code: "mismatch", message: "must be the id of the agent whose certificate signed the Intent" }]);
+    }
+    const skew = Math.abs(Date.now() - Date.parse(intent.requested_at));
+    if (skew > this.limits.requestedAtSkewSeconds * 1000) {
+      throw new MandateError("request_expired", `requested_at must be within ${this.limits.requestedAtSkewSeconds} s of server time.`);
+    }
+    const bodySha = createHash("sha256").update(bytes).digest();
+    const replay = await this.replayed(cert.agent_id, intent.nonce, bodySha);
+    if (replay) return replay;
+
+    const signer = await decisionStore.signerContext(this.db.pool, cert.organization_id, cert.acting_for_principal_id, intent.action);
+    if (!signer) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
+
+    let evaluation: Evaluation | null = null;
+    if (cert.agent_state !== "suspended") {
+      if (signer.context_bindings && intent.context) {
+        const undeclared = Object.keys(intent.context).filter((k) => !(k in signer.context_bindings!));
+        if (undeclared.length) {
+          throw new MandateError(
+            "undeclared_context_field",
+            "The Intent carries context fields its integration contract does not declare.",
+            undeclared.map((k) => ({ field: `context.${k}`, code: "undeclared_context_field", message: "not declared by the active integration contract" })),
+          );
+        }
+      }
+      evaluation = await this.policies.evaluate(cert.organization_id, {
+        intent,
+        agent: { agent_id: cert.agent_id, state: cert.agent_state },
+        principal: { principal_id: signer.principal_id, external_ref: signer.external_ref, kind: signer.kind },
+        now: new Date().toISOString(),
+      });
+    }
+    return this.record(cert, intent, bodySha, evaluation, signer.integration_id, signer.contract_version);
+  }
+
+  /** The original decision for a repeated nonce with identical bytes; 409 `nonce_reused` for different bytes. */
+  private async replayed(agentId: string, nonce: string, bodySha: Buffer): Promise<DecisionRow | null> {
+    const prior = await decisionStore.byNonce(this.db.pool, agentId, nonce);
+    if (!prior) return null;
+    if (!prior.body_sha256.equals(bodySha)) throw new MandateError("nonce_reused", "This nonce was already used with a different Intent.");
+    return prior;
+  }
+
+  private async record(
+    cert: CertificateRow,
+    intent: Intent,
+    bodySha: Buffer,
+    evaluation: Evaluation | null,
+    integrationId: string | null,
+    contractVersion: number | null,
+  ): Promise<DecisionRow> {
+    const evaluatedAt = new Date();
+    const outcome = evaluation?.outcome ?? "HUMAN_REVIEW";
+    const decision: Omit<DecisionRow, "resolution" | "approvals"> = {
+      decision_id: newId("dec"),
+      organization_id: cert.organization_id,
+      agent_id: cert.agent_id,
+      nonce: intent.nonce,
+      body_sha256: bodySha,
+      intent: intent as unknown as Record<string, unknown>,
+      action: intent.action,
+      outcome,
+      // A suspended agent's action is preserved and sent to review with no rule evaluated.
+      reason: evaluation?.reason ?? "agent_suspended",
+      status: outcome === "HUMAN_REVIEW" ? "PENDING" : null,
+      evidence_id: "",
+      policy_versions: evaluation?.policyVersions ?? {},
+      graph_version: evaluation?.graphVersion ?? 0,
+      bundle_digest: evaluation?.bundleDigest ?? "",
+      integration_id: integrationId,
+      contract_version: contractVersion,
+      evaluated_at: evaluatedAt,
+    };
+    try {
+      return await this.db.transaction(async (tx) => {
+        const [record] = await this.evidence.append(
+          tx,
+          [
+            {
+              organizationId: cert.organization_id,
+              kind: "decision",
+              subjectId: decision.decision_id,
+              payload: {
+                decision_id: decision.decision_id,
+                agent_id: cert.agent_id,
+                certificate_id: cert.certificate_id,
+                intent: decision.intent,
+                intent_sha256: bodySha.toString("hex"),
+                outcome,
+                reason: decision.reason,
+                status: decision.status,
+                policy_versions: decision.policy_versions,
+                graph_version: decision.graph_version,
+                bundle_digest: decision.bundle_digest,
+                trace: (evaluation?.trace ?? []) as unknown[],
+                evaluated_at: evaluatedAt.toISOString(),
+              },
+            },
+          ],
+          evaluatedAt,
+        );
+        decision.evidence_id = record!.evidence_id;
+        await decisionStore.insert(tx, decision);
+        return { ...decision, resolution: null, approvals: [] };
+      });
+    } catch (err) {
+      // The same nonce raced in concurrently: answer exactly as for a replay.
+      if (isUniqueViolation(err)) {
+        const replay = await this.replayed(cert.agent_id, intent.nonce, bodySha);
+        if (replay) return replay;
+      }
+      throw err;
+    }
+  }
+}

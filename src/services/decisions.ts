@@ -1,0 +1,82 @@
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { Decisions } from "../domain/decisions.js";
+import { MandateError } from "../domain/errors.js";
+import type { Intents } from "../domain/intents.js";
+import { DecisionService, type ListDecisionsRequest, type ReviewDecisionRequest } from "../gen/mandate/v1/decisions_pb.js";
+import { IntentService, type SubmitIntentRequest } from "../gen/mandate/v1/intents_pb.js";
+import type { DecisionRow, ReviewEntry } from "../storage/postgres/decisions.js";
+import { anyCaller, orgCaller } from "../transport/context.js";
+import { enumCodec, ts } from "./convert.js";
+
+const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
+const statuses = enumCodec(["PENDING", "RESOLVED"] as const, "status");
+const resolutions = enumCodec(["approved", "rejected"] as const, "resolution");
+
+const review = (e: ReviewEntry) => ({ resolvedBy: e.resolved_by, resolvedAt: ts(new Date(e.resolved_at)), reason: e.reason });
+
+/** The Decision message of a row (GET and review answers). */
+const decisionMessage = (d: DecisionRow) => ({
+  decisionId: d.decision_id,
+  outcome: outcomes.toProto(d.outcome),
+  reason: d.reason,
+  evidenceId: d.evidence_id,
+  evaluatedAt: ts(d.evaluated_at),
+  status: d.status ? statuses.toProto(d.status) : 0,
+  resolution: d.resolution ? { resolution: resolutions.toProto(d.resolution.resolution), ...review(d.resolution) } : undefined,
+  approvals: d.approvals.map(review),
+  agentId: d.agent_id,
+  action: d.action,
+  intent: d.intent as JsonObject,
+  policyVersions: d.policy_versions,
+  graphVersion: d.graph_version,
+  bundleDigest: d.bundle_digest,
+});
+
+/** IntentService: the single endpoint. */
+export class IntentServiceImpl implements ServiceImpl<typeof IntentService> {
+  constructor(private readonly intents: Intents) {}
+
+  async submitIntent(req: SubmitIntentRequest, ctx: HandlerContext) {
+    const caller = anyCaller(ctx);
+    if (caller.kind !== "agent_signed") throw new MandateError("missing_credentials", "Intents are signed by the agent.");
+    const d = await this.intents.submit(caller.keyId, caller.signature, req.intent);
+    // Exactly the spec's three shapes: status only on HUMAN_REVIEW, always PENDING in this answer.
+    return {
+      decisionId: d.decision_id,
+      outcome: outcomes.toProto(d.outcome),
+      reason: d.reason,
+      evidenceId: d.evidence_id,
+      status: d.outcome === "HUMAN_REVIEW" ? statuses.toProto("PENDING") : 0,
+      evaluatedAt: ts(d.evaluated_at),
+    };
+  }
+}
+
+/** DecisionService: reads and human review. */
+export class DecisionServiceImpl implements ServiceImpl<typeof DecisionService> {
+  constructor(private readonly decisions: Decisions) {}
+
+  async getDecision(req: { decisionId: string }, ctx: HandlerContext) {
+    return decisionMessage(await this.decisions.get(anyCaller(ctx), req.decisionId));
+  }
+
+  async listDecisions(req: ListDecisionsRequest, ctx: HandlerContext) {
+    const { rows, next } = await this.decisions.list(
+      orgCaller(ctx),
+      {
+        status: req.status ? statuses.fromProto(req.status, "status") : null,
+        outcome: req.outcome ? outcomes.fromProto(req.outcome, "outcome") : null,
+        agentId: req.agentId || null,
+      },
+      req.pageSize,
+      req.pageToken,
+    );
+    return { decisions: rows.map(decisionMessage), nextPageToken: next };
+  }
+
+  async reviewDecision(req: ReviewDecisionRequest, ctx: HandlerContext) {
+    const resolution = resolutions.fromProto(req.resolution, "resolution");
+    return decisionMessage(await this.decisions.review(orgCaller(ctx), req.decisionId, resolution, req.reason));
+  }
+}

@@ -1,0 +1,452 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { fromJson, type DescMessage, type DescMethod, type DescService, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { parse } from "yaml";
+import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
+import { bindingOf, loadMandateServices, messageFromWireJson, messageToWireJson, NotExpressible, WIRE_TIMESTAMP, wireFormProblems } from "./api.js";
+import { createTestDatabase, startService, uniqueEmail, type TestService } from "./service.js";
+
+/*
+ * Contract cases as data (CONVENTIONS rule 11): each case in test/cases/*.yaml
+ * is run once over /v1 JSON and once over a gRPC client (and over the Connect
+ * protocol), against the same expectation. See test/cases/README.md for the format.
+ */
+
+/** The transports a case runs over. */
+export type TransportName = "v1" | "grpc" | "connect";
+export const ALL_TRANSPORTS: readonly TransportName[] = ["v1", "grpc", "connect"];
+
+/** Which service a case talks to. */
+export interface ServerSpec {
+  /** false: start without MANDATE_OPERATOR_KEY. */
+  operator_key?: boolean;
+  /** true: a dedicated, empty database (for global counts such as sandbox limits); one per case run. */
+  fresh_database?: boolean;
+  /** Extra environment for the service. */
+  env?: Record<string, string>;
+}
+
+/** What a step must answer. */
+export interface Expectation {
+  status: number;
+  /** gRPC status code name, e.g. OK, UNAUTHENTICATED, INVALID_ARGUMENT. */
+  grpc: string;
+  detail?: string;
+  /** Field errors that must be among the answer's `errors` (each matched partially). */
+  errors?: Record<string, unknown>[];
+  /** The answer body (/v1) or the response in its /v1 JSON form (gRPC); see `matches`. */
+  body?: unknown;
+  /** Strings that must not occur anywhere in the answer (isolation: another org's ids). */
+  excludes?: string[];
+}
+
+/** One request of a case. */
+export interface Step {
+  /** Optional: what this step shows, for failure messages. */
+  name?: string;
+  /** `Service.Method`; omitted only for /v1-only requests that match no RPC (unknown routes). */
+  rpc?: string;
+  /** `METHOD /v1/path`, checked against the RPC's google.api.http annotation. */
+  http: string;
+  headers?: Record<string, string>;
+  /** The /v1 JSON body; converted to the request message for gRPC. */
+  body?: unknown;
+  /** Sent verbatim on /v1 (malformed JSON…); such a step needs `grpc_body` or a /v1-only case. */
+  raw_body?: string;
+  /** The request in protobuf-es JSON form, for gRPC/Connect when `body` has no protobuf equivalent. */
+  grpc_body?: unknown;
+  /** Send the same request this many times, each expecting `expect`. */
+  repeat?: number;
+  expect: Expectation;
+  /** Variables for later steps: name → dotted path into the answer. */
+  capture?: Record<string, string>;
+}
+
+/** One contract case. */
+export interface Case extends Partial<Omit<Step, "name">> {
+  name: string;
+  server?: ServerSpec;
+  transports?: TransportName[];
+  steps?: Step[];
+}
+
+/** Loads every case of every YAML file in `dir`, by file. */
+export function loadCases(dir: string): { file: string; cases: Case[] }[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".yaml"))
+    .sort()
+    .map((file) => {
+      const doc = parse(readFileSync(path.join(dir, file), "utf8")) as { cases: Case[] };
+      if (!Array.isArray(doc?.cases)) throw new Error(`${file}: expected a top-level "cases" list`);
+      return { file, cases: doc.cases };
+    });
+}
+
+/** The steps of a case (a one-step case may inline its step). */
+export function stepsOf(c: Case): Step[] {
+  if (c.steps) return c.steps;
+  return [c as Step];
+}
+
+// --- matching -------------------------------------------------------------
+
+/**
+ * Whether `actual` matches `expected`; returns the mismatches. Strings in the
+ * expectation may be matchers: `$timestamp` (the wire timestamp form),
+ * `$string` (a non-empty string), `$any` (present), `$absent` (as an object
+ * value: the key must be missing), `~regex`. Objects match exactly (no extra
+ * keys) unless they contain `$partial: true`; arrays match element by element.
+ */
+export function matches(expected: unknown, actual: unknown, at = "$"): string[] {
+  if (typeof expected === "string") {
+    if (expected === "$any") return actual === undefined ? [`${at}: missing`] : [];
+    if (expected === "$string") return typeof actual === "string" && actual.length > 0 ? [] : [`${at}: expected a non-empty string, got ${JSON.stringify(actual)}`];
+    if (expected === "$timestamp") return typeof actual === "string" && WIRE_TIMESTAMP.test(actual) ? [] : [`${at}: expected a wire timestamp, got ${JSON.stringify(actual)}`];
+    if (expected.startsWith("~")) {
+      return typeof actual === "string" && new RegExp(expected.slice(1)).test(actual) ? [] : [`${at}: expected /${expected.slice(1)}/, got ${JSON.stringify(actual)}`];
+    }
+  }
+  if (Array.isArray(expected)) {
+    if (!Array.isArray(actual)) return [`${at}: expected an array, got ${JSON.stringify(actual)}`];
+    if (actual.length !== expected.length) return [`${at}: expected ${expected.length} items, got ${actual.length}: ${JSON.stringify(actual)}`];
+    return expected.flatMap((e, i) => matches(e, actual[i], `${at}[${i}]`));
+  }
+  if (typeof expected === "object" && expected !== null) {
+    if (typeof actual !== "object" || actual === null || Array.isArray(actual)) return [`${at}: expected an object, got ${JSON.stringify(actual)}`];
+    const exp = expected as Record<string, unknown>;
+    const act = actual as Record<string, unknown>;
+    const problems: string[] = [];
+    for (const [k, v] of Object.entries(exp)) {
+      if (k === "$partial") continue;
+      if (v === "$absent") {
+        if (k in act) problems.push(`${at}.${k}: expected absent, got ${JSON.stringify(act[k])}`);
+      } else if (!(k in act)) problems.push(`${at}.${k}: missing`);
+      else problems.push(...matches(v, act[k], `${at}.${k}`));
+    }
+    if (exp.$partial !== true) {
+      for (const k of Object.keys(act)) if (!(k in exp)) problems.push(`${at}.${k}: unexpected field (value ${JSON.stringify(act[k])})`);
+    }
+    return problems;
+  }
+  return Object.is(expected, actual) ? [] : [`${at}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`];
+}
+
+/** gRPC code name (UNAUTHENTICATED) of a connect Code. */
+export function grpcCodeName(code: Code): string {
+  return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
+}
+
+// --- running --------------------------------------------------------------
+
+/** An organization with keys of every kind the cases name. */
+interface FixtureOrg {
+  id: string;
+  key: string;
+  key_id: string;
+  spare_key: string;
+  spare_key_id: string;
+  reader_key: string;
+  revoked_key: string;
+  revoked_key_id: string;
+}
+
+/** What a step answered, in one shape for every transport. */
+interface Answer {
+  ok: boolean;
+  status?: number;
+  grpc?: string;
+  detail?: string;
+  requestId?: string;
+  errors?: Record<string, unknown>[];
+  /** The answer in /v1 JSON form (error body on /v1 errors). */
+  body: unknown;
+  problems: string[];
+}
+
+/** Runs cases; owns the services they need and closes them. */
+export class CaseRunner {
+  private readonly servers = new Map<string, Promise<TestService>>();
+  private services: Map<string, { service: DescService; methods: Map<string, DescMethod> }> | undefined;
+
+  private async methodOf(rpc: string): Promise<{ service: DescService; method: DescMethod }> {
+    if (!this.services) {
+      this.services = new Map(
+        (await loadMandateServices()).map(({ service }) => [service.name, { service, methods: new Map(service.methods.map((m) => [m.name, m])) }]),
+      );
+    }
+    const [serviceName, methodName] = rpc.split(".");
+    const entry = this.services.get(serviceName!);
+    const method = entry?.methods.get(methodName!);
+    if (!entry || !method) throw new Error(`unknown rpc ${rpc}`);
+    return { service: entry.service, method };
+  }
+
+  /** The shared service for a spec (started once), or a fresh one for fresh_database specs. */
+  private async serverFor(spec: ServerSpec = {}): Promise<{ svc: TestService; dispose: () => Promise<void> }> {
+    const env: Record<string, string | undefined> = { ...spec.env };
+    if (spec.operator_key === false) env.MANDATE_OPERATOR_KEY = undefined;
+    if (spec.fresh_database) {
+      const svc = await startService({ ...env, DATABASE_URL: await createTestDatabase("contract") });
+      return { svc, dispose: () => svc.close() };
+    }
+    const key = JSON.stringify(env, Object.keys(env).sort());
+    let svc = this.servers.get(key);
+    if (!svc) this.servers.set(key, (svc = startService(env)));
+    return { svc: await svc, dispose: async () => undefined };
+  }
+
+  /** Closes every shared service. */
+  async close(): Promise<void> {
+    const all = await Promise.allSettled(this.servers.values());
+    await Promise.all(all.map((s) => (s.status === "fulfilled" ? s.value.close() : undefined)));
+  }
+
+  /** Runs one case over one transport; throws with every mismatch. */
+  async run(c: Case, transport: TransportName): Promise<void> {
+    const { svc, dispose } = await this.serverFor(c.server);
+    try {
+      // Fixture organizations live in the same database, made through a service holding an operator key.
+      const fixtureSvc = svc.operatorKey ? svc : (await this.serverFor({})).svc;
+      const vars = new Vars(svc, fixtureSvc);
+      for (const [i, step] of stepsOf(c).entries()) {
+        for (let n = 0; n < (step.repeat ?? 1); n++) {
+          const where = `step ${i + 1}${step.repeat ? ` (request ${n + 1} of ${step.repeat})` : ""} ${step.rpc ?? step.http}${step.name && step !== (c as Step) ? ` (${step.name})` : ""}`;
+          const answer = await this.send(svc, transport, (await vars.resolve(step)) as Step);
+          const problems = [...answer.problems, ...this.check(step.expect, answer, transport)];
+          if (problems.length) {
+            throw new Error(`${where} over ${transport}:\n  ${problems.join("\n  ")}\nanswer: ${JSON.stringify(answer.body)}`);
+          }
+          for (const [name, p] of Object.entries(step.capture ?? {})) {
+            const value = p.split(".").reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], answer.body);
+            if (value === undefined) throw new Error(`${where}: nothing at ${p} to capture as ${name}`);
+            vars.set(name, value);
+          }
+        }
+      }
+    } finally {
+      await dispose();
+    }
+  }
+
+  private check(expect: Expectation, a: Answer, transport: TransportName): string[] {
+    const problems: string[] = [];
+    if (transport === "v1" ? a.status !== expect.status : a.grpc !== expect.grpc) {
+      problems.push(`expected ${transport === "v1" ? expect.status : expect.grpc}, got ${transport === "v1" ? a.status : a.grpc} (${a.detail ?? "no detail"})`);
+    }
+    if (expect.status >= 200 && expect.status < 300) {
+      if (expect.body !== undefined) problems.push(...matches(expect.body, a.body));
+    } else {
+      if (expect.detail !== undefined && a.detail !== expect.detail) problems.push(`expected detail ${expect.detail}, got ${a.detail}`);
+      if (!a.requestId) problems.push("no request id");
+      if (expect.body !== undefined && transport === "v1") problems.push(...matches(expect.body, a.body));
+      for (const e of expect.errors ?? []) {
+        if (!(a.errors ?? []).some((actual) => matches({ ...e, $partial: true }, actual).length === 0)) {
+          problems.push(`no field error like ${JSON.stringify(e)} in ${JSON.stringify(a.errors)}`);
+        }
+      }
+    }
+    const text = JSON.stringify(a.body) ?? "";
+    for (const s of expect.excludes ?? []) if (text.includes(s)) problems.push(`the answer contains ${JSON.stringify(s)}`);
+    return problems;
+  }
+
+  private async send(svc: TestService, transport: TransportName, step: Step): Promise<Answer> {
+    const [verb, p] = step.http.split(" ") as [string, string];
+    const target = step.rpc ? await this.methodOf(step.rpc) : undefined;
+    let pathVars: Record<string, string> = {};
+    if (target) {
+      const binding = bindingOf(target.method);
+      const vars = binding?.verb === verb ? binding.match(p.split("?")[0]!) : null;
+      if (!binding || !vars) throw new Error(`${step.http} is not the google.api.http binding of ${step.rpc} (${binding?.verb} ${binding?.template})`);
+      pathVars = vars;
+    }
+    if (transport === "v1") return this.sendV1(svc, verb, p, step, target?.method);
+    if (!target) throw new Error(`${step.http}: a step without rpc is /v1-only; set transports: [v1]`);
+    return this.sendRpc(svc, transport, target, pathVars, step);
+  }
+
+  private async sendV1(svc: TestService, verb: string, p: string, step: Step, method: DescMethod | undefined): Promise<Answer> {
+    const res = await svc.v1(verb, p, { headers: step.headers, body: step.raw_body ?? step.body });
+    const problems: string[] = [];
+    const body = res.body as Record<string, unknown> | undefined;
+    if (!res.headers.get("content-type")?.startsWith("application/json")) problems.push(`content-type ${res.headers.get("content-type")}`);
+    if (res.status >= 200 && res.status < 300) {
+      if (method) problems.push(...wireFormProblems(method.output, body));
+      return { ok: true, status: res.status, body, problems };
+    }
+    // DESIGN §5: every non-2xx /v1 answer is {detail, message, request_id, errors?}.
+    if (typeof body !== "object" || body === null) problems.push("error body is not a JSON object");
+    else {
+      if (typeof body.detail !== "string") problems.push("error body has no detail");
+      if (typeof body.message !== "string") problems.push("error body has no message");
+      if (res.headers.get("x-request-id") !== body.request_id) problems.push("x-request-id header differs from request_id");
+      for (const k of Object.keys(body)) if (!["detail", "message", "request_id", "errors"].includes(k)) problems.push(`error body has ${k}`);
+      if (res.status === 422 && !Array.isArray(body.errors)) problems.push("422 without errors[]");
+    }
+    return {
+      ok: false,
+      status: res.status,
+      detail: body?.detail as string,
+      requestId: body?.request_id as string,
+      errors: body?.errors as Record<string, unknown>[],
+      body,
+      problems,
+    };
+  }
+
+  private transports = new Map<string, Transport>();
+
+  private async sendRpc(
+    svc: TestService,
+    transport: "grpc" | "connect",
+    { service, method }: { service: DescService; method: DescMethod },
+    pathVars: Record<string, string>,
+    step: Step,
+  ): Promise<Answer> {
+    let request: Message;
+    if (step.grpc_body !== undefined) {
+      request = fromJson(method.input, step.grpc_body as JsonValue);
+      for (const [k, v] of Object.entries(pathVars)) (request as unknown as Record<string, unknown>)[method.input.fields.find((f) => f.name === k)!.localName] = v;
+    } else if (step.raw_body !== undefined) {
+      throw new Error("a raw_body step has no gRPC form: give grpc_body or make the case /v1-only (transports: [v1])");
+    } else {
+      try {
+        request = messageFromWireJson(method.input, { ...((step.body as object) ?? {}), ...pathVars });
+      } catch (err) {
+        if (err instanceof NotExpressible) throw new Error(`the /v1 body has no protobuf form (${err.message}): give grpc_body or make the case /v1-only`);
+        throw err;
+      }
+    }
+    const key = `${transport} ${svc.baseUrl}`;
+    let t = this.transports.get(key);
+    if (!t) {
+      t = transport === "grpc" ? createGrpcTransport({ baseUrl: svc.baseUrl }) : createConnectTransport({ baseUrl: svc.baseUrl, httpVersion: "1.1" });
+      this.transports.set(key, t);
+    }
+    const client = createClient(service, t) as unknown as Record<string, (req: Message, opts: object) => Promise<Message>>;
+    const headers = Object.fromEntries(Object.entries(step.headers ?? {}).filter(([k]) => !/^content-(type|length)$/i.test(k)));
+    try {
+      const res = await client[method.localName]!(request, { headers, timeoutMs: 30_000 });
+      return { ok: true, grpc: "OK", body: messageToWireJson(method.output as DescMessage, res), problems: [] };
+    } catch (err) {
+      const e = ConnectError.from(err);
+      const [detail] = e.findDetails(ErrorDetailSchema);
+      const problems = detail ? [] : [`no mandate.v1.ErrorDetail attached to ${grpcCodeName(e.code)} "${e.rawMessage}"`];
+      const errors = detail?.errors.map((fe) => ({ field: fe.field, code: fe.code, message: fe.message }));
+      return {
+        ok: false,
+        grpc: grpcCodeName(e.code),
+        detail: detail?.detail,
+        requestId: detail?.requestId,
+        errors,
+        body: { code: grpcCodeName(e.code), message: e.rawMessage, detail: detail?.detail, errors },
+        problems,
+      };
+    }
+  }
+}
+
+/** Placeholder values of one case run: `${name}` in any string of a step. */
+class Vars {
+  private readonly values = new Map<string, unknown>();
+  private readonly orgs = new Map<string, Promise<FixtureOrg>>();
+  private sandbox: Promise<{ id: string; key: string }> | undefined;
+
+  constructor(
+    private readonly svc: TestService,
+    private readonly fixtureSvc: TestService,
+  ) {}
+
+  set(name: string, value: unknown): void {
+    this.values.set(name, value);
+  }
+
+  /** A copy of `value` with every placeholder replaced (a string that is one placeholder takes the value's type). */
+  async resolve(value: unknown): Promise<unknown> {
+    if (typeof value === "string") {
+      const whole = /^\$\{([^}]+)\}$/.exec(value);
+      if (whole) return this.lookup(whole[1]!);
+      let out = "";
+      let last = 0;
+      for (const m of value.matchAll(/\$\{([^}]+)\}/g)) {
+        out += value.slice(last, m.index) + String(await this.lookup(m[1]!));
+        last = m.index! + m[0].length;
+      }
+      return out + value.slice(last);
+    }
+    if (Array.isArray(value)) return Promise.all(value.map((v) => this.resolve(v)));
+    if (typeof value === "object" && value !== null) {
+      const out: Record<string, unknown> = {};
+      // `capture` names paths, not values.
+      for (const [k, v] of Object.entries(value)) out[k] = k === "capture" ? v : await this.resolve(v);
+      return out;
+    }
+    return value;
+  }
+
+  private async lookup(name: string): Promise<unknown> {
+    if (this.values.has(name)) return this.values.get(name);
+    const repeat = /^repeat:(.*):(\d+)$/s.exec(name);
+    if (repeat) return repeat[1]!.repeat(Number(repeat[2]));
+    let value: unknown;
+    if (/^email\d*$/.test(name)) value = uniqueEmail("contract");
+    else if (name === "uuid") value = randomUUID();
+    else if (name === "unknown_org") value = `org_${randomBytes(13).toString("hex").slice(0, 26)}`;
+    else if (name === "unknown_key") value = `mk_${randomBytes(32).toString("base64url")}`;
+    else if (name === "operator") {
+      if (!this.svc.operatorKey) throw new Error("${operator} on a service without an operator key");
+      value = this.svc.operatorKey;
+    } else if (name.startsWith("sandbox.")) {
+      const sb = await (this.sandbox ??= this.newSandbox());
+      value = sb[name.slice("sandbox.".length) as "id" | "key"];
+    } else {
+      const [orgName, field] = name.split(".");
+      if (!field || !["org", "other"].includes(orgName!)) throw new Error(`unknown placeholder \${${name}}`);
+      let org = this.orgs.get(orgName!);
+      if (!org) this.orgs.set(orgName!, (org = this.newFixtureOrg()));
+      value = (await org)[field as keyof FixtureOrg];
+      if (value === undefined) throw new Error(`unknown placeholder \${${name}}`);
+    }
+    this.values.set(name, value);
+    return value;
+  }
+
+  private async newSandbox(): Promise<{ id: string; key: string }> {
+    const res = await this.fixtureSvc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("fixture") } });
+    if (res.status !== 200) throw new Error(`fixture sandbox: ${res.status} ${JSON.stringify(res.body)}`);
+    return { id: res.body.organization_id, key: res.body.api_key };
+  }
+
+  private async newFixtureOrg(): Promise<FixtureOrg> {
+    const { v1 } = this.fixtureSvc;
+    const { organizationId, apiKey } = await this.fixtureSvc.newOrg();
+    const mustOk = <T>(what: string, res: { status: number; body: T }): T => {
+      if (res.status !== 200) throw new Error(`fixture ${what}: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body;
+    };
+    const mk = async (name: string, permissions: string[]) =>
+      mustOk(name, await v1("POST", "/v1/organization/api-keys", { bearer: apiKey, body: { name, permissions } })) as { key_id: string; api_key: string };
+    const [spare, reader, revoked, list] = await Promise.all([
+      mk("spare", ["ORG_ADMIN"]),
+      mk("reader", ["DECISION_READ", "AGENT_ADMIN"]),
+      mk("revoked", ["ORG_ADMIN"]),
+      v1("GET", "/v1/organization/api-keys", { bearer: apiKey }),
+    ]);
+    mustOk("revoke", await v1("POST", `/v1/organization/api-keys/${revoked.key_id}/revoke`, { bearer: apiKey, body: {} }));
+    const initial = (mustOk("list", list) as { api_keys: { key_id: string; name: string }[] }).api_keys.find((k) => k.name === "initial");
+    if (!initial) throw new Error("fixture: the organization's initial key is not listed");
+    return {
+      id: organizationId,
+      key: apiKey,
+      key_id: initial.key_id,
+      spare_key: spare.api_key,
+      spare_key_id: spare.key_id,
+      reader_key: reader.api_key,
+      revoked_key: revoked.api_key,
+      revoked_key_id: revoked.key_id,
+    };
+  }
+}
