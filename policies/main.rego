@@ -88,7 +88,8 @@ winner := "DENY" if {
 	f[2] == "HUMAN_REVIEW"
 } else := "ALLOW"
 
-# Fired results and abstentions in one ordered set (null sorts before any rule id).
-steps := fired | {[key, null, null, null, null] | some key in abstaining}
+# Fired results and abstentions, sorted by policy then rule (null sorts before any rule
+# id). Sorting is explicit because WebAssembly iterates sets in hash order, not sorted.
+steps := sort(fired | {[key, null, null, null, null] | some key in abstaining})
 
 trace := [{"policy": s[0], "rule": s[1], "outcome": s[2], "reason": s[3], "detail": s[4]} | some s in steps]

@@ -7,6 +7,9 @@ import { EvidenceLog } from "./domain/evidence-log.js";
 import { Principals } from "./domain/principals.js";
 import { AgentSignatures } from "./domain/signatures.js";
 import { Decisions } from "./domain/decisions.js";
+import { Capabilities } from "./domain/capabilities.js";
+import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
+import { CapabilityServiceImpl } from "./services/capabilities.js";
 import { Intents } from "./domain/intents.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEngine } from "./policy/engine.js";
@@ -72,6 +75,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
       { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
+      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;

@@ -214,8 +214,9 @@ export class CaseRunner {
       for (const [i, step] of stepsOf(c).entries()) {
         for (let n = 0; n < (step.repeat ?? 1); n++) {
           const where = `step ${i + 1}${step.repeat ? ` (request ${n + 1} of ${step.repeat})` : ""} ${step.rpc ?? step.http}${step.name && step !== (c as Step) ? ` (${step.name})` : ""}`;
-          const answer = await this.send(svc, transport, (await vars.resolve(step)) as Step);
-          const problems = [...answer.problems, ...this.check(step.expect, answer, transport)];
+          const resolved = (await vars.resolve(step)) as Step;
+          const answer = await this.send(svc, transport, resolved);
+          const problems = [...answer.problems, ...this.check(resolved.expect, answer, transport)];
           if (problems.length) {
             throw new Error(`${where} over ${transport}:\n  ${problems.join("\n  ")}\nanswer: ${JSON.stringify(answer.body)}`);
           }

@@ -1,0 +1,218 @@
+import { errors as joseErrors, jwtVerify, SignJWT, decodeProtectedHeader, type JWTPayload } from "jose";
+import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
+import { importEd25519PublicJwk } from "../evidence/keys.js";
+import type { Database } from "../storage/postgres/database.js";
+import { isUniqueViolation } from "../storage/postgres/database.js";
+import { capabilityStore, type CapabilityRow } from "../storage/postgres/capabilities.js";
+import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import type { OrgCaller } from "./caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
+import { newId } from "./ids.js";
+
+const ISSUER = "mandate";
+
+/** What an enforcement point presents at verification. */
+export interface Presentation {
+  token: string;
+  audience: string;
+  action: string;
+  resource: string;
+  constraints: Record<string, string>;
+}
+
+/** Reads a dotted path such as `context.po_number` out of an Intent. */
+function at(intent: Record<string, unknown>, path: string): unknown {
+  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), intent);
+}
+
+/** The digest of a constraint map, as carried in the token. */
+function constraintsDigest(constraints: Record<string, string>): string {
+  return sha256Hex(canonicalJson(constraints));
+}
+
+/**
+ * Capability Authorizations: issued once per decision, verified and consumed
+ * exactly once by a customer enforcement point, with a live recheck of what
+ * the capability depends on in the same atomic step.
+ */
+export class Capabilities {
+  constructor(
+    private readonly db: Database,
+    private readonly evidence: EvidenceLog,
+  ) {}
+
+  /** The constraints bound to a decision: the contract's declared fields, else amount/currency/counterparty (DESIGN §7). */
+  private async boundConstraints(d: DecisionRow): Promise<{ resource: string; constraints: Record<string, string> }> {
+    const intent = d.intent;
+    const constraints: Record<string, string> = {};
+    let resource = typeof intent.resource === "string" ? intent.resource : "";
+    const contract = d.integration_id && d.contract_version ? await capabilityStore.contractBindings(this.db.pool, d.integration_id, d.contract_version) : null;
+    if (contract) {
+      for (const [key, path] of Object.entries(contract.context_bindings)) {
+        const v = at(intent, path);
+        if (v !== undefined && v !== null) constraints[key] = String(v);
+      }
+      const r = at(intent, contract.resource_path);
+      if (typeof r === "string") resource = r;
+    } else {
+      for (const key of ["amount", "currency", "counterparty"]) if (intent[key] !== undefined) constraints[key] = String(intent[key]);
+    }
+    return { resource, constraints };
+  }
+
+  /**
+   * Issues the decision's one Capability. `fromReview` requires a HUMAN_REVIEW
+   * resolved approved (the decision is never rewritten); otherwise an ALLOW.
+   */
+  async issue(
+    caller: OrgCaller,
+    decisionId: string,
+    input: { audience: string; issuedBy: string; ttlSeconds: number | undefined },
+    fromReview: boolean,
+    signingKey: { kid: string; key: CryptoKey | import("node:crypto").KeyObject },
+  ): Promise<{ token: string; row: CapabilityRow }> {
+    const errors: FieldError[] = [];
+    if (!input.audience || input.audience.length > 256) errors.push({ field: "audience", code: "required", message: "1..256 characters" });
+    if (!input.issuedBy || input.issuedBy.length > 256) errors.push({ field: "issued_by", code: "required", message: "1..256 characters" });
+    const ttl = input.ttlSeconds ?? 300;
+    if (!Number.isInteger(ttl) || ttl < 1 || ttl > 3600) errors.push({ field: "ttl_seconds", code: "out_of_range", message: "must be between 1 and 3600" });
+    if (errors.length) throw validationFailed(errors);
+
+    const d = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    if (!d) throw notFound("Decision");
+    if (fromReview) {
+      if (d.outcome !== "HUMAN_REVIEW" || d.status !== "RESOLVED" || d.resolution?.resolution !== "approved") {
+        throw new MandateError("review_not_approved", "A Capability from review needs a HUMAN_REVIEW decision resolved approved.");
+      }
+    } else if (d.outcome !== "ALLOW") {
+      throw new MandateError("decision_not_allowed", `The decision is ${d.outcome}; only ALLOW decisions get a Capability directly.`);
+    }
+    const { resource, constraints } = await this.boundConstraints(d);
+    const issuedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const expiresAt = new Date(issuedAt.getTime() + ttl * 1000);
+    const row: CapabilityRow = {
+      capability_id: newId("cap"),
+      organization_id: caller.organizationId,
+      decision_id: decisionId,
+      agent_id: d.agent_id,
+      integration_id: d.integration_id,
+      audience: input.audience,
+      issued_by: input.issuedBy,
+      action: d.action,
+      resource,
+      constraints,
+      issued_at: issuedAt,
+      expires_at: expiresAt,
+      consumed_at: null,
+      consumed_by: null,
+    };
+    const token = await new SignJWT({
+      org: caller.organizationId,
+      dec: decisionId,
+      act: d.action,
+      res: resource,
+      cst: constraintsDigest(constraints),
+    })
+      .setProtectedHeader({ alg: "EdDSA", kid: signingKey.kid, typ: "mandate-cap+jwt" })
+      .setJti(row.capability_id)
+      .setIssuer(ISSUER)
+      .setAudience(input.audience)
+      .setIssuedAt(issuedAt)
+      .setExpirationTime(expiresAt)
+      .sign(signingKey.key);
+    try {
+      await this.db.transaction(async (tx) => {
+        await capabilityStore.insert(tx, row);
+        await this.evidence.append(tx, [
+          {
+            organizationId: caller.organizationId,
+            kind: "capability.issued",
+            subjectId: row.capability_id,
+            payload: {
+              capability_id: row.capability_id,
+              decision_id: decisionId,
+              from_review: fromReview,
+              audience: row.audience,
+              issued_by: row.issued_by,
+              by: caller.identity,
+              action: row.action,
+              resource,
+              constraints,
+              expires_at: expiresAt.toISOString(),
+            },
+          },
+        ]);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw new MandateError("capability_already_issued", "This decision already had its one Capability; no other is ever issued.");
+      }
+      throw err;
+    }
+    return { token, row };
+  }
+
+  /**
+   * Verifies a presented token and consumes it in one atomic step. Mismatches
+   * (409) leave it unconsumed; a dependency no longer active is 403; a second
+   * consume is 409 `capability_consumed`.
+   */
+  async verify(caller: OrgCaller, p: Presentation, publicJwks: { keys: object[] }): Promise<CapabilityRow> {
+    let claims: JWTPayload;
+    try {
+      const { kid } = decodeProtectedHeader(p.token);
+      const jwk = publicJwks.keys.find((k) => (k as { kid?: string }).kid === kid);
+      if (!jwk) throw new MandateError("capability_token_invalid", "The token is not signed by a key of this service.");
+      ({ payload: claims } = await jwtVerify(p.token, importEd25519PublicJwk(jwk as Record<string, unknown>), { issuer: ISSUER, algorithms: ["EdDSA"] }));
+    } catch (err) {
+      if (err instanceof MandateError) throw err;
+      if (err instanceof joseErrors.JWTExpired) throw new MandateError("capability_expired", "The Capability has expired.");
+      throw new MandateError("capability_token_invalid", "The token is malformed or its signature does not verify.");
+    }
+    // Another organization's capability does not exist for this caller.
+    if (claims.org !== caller.organizationId || typeof claims.jti !== "string") throw notFound("Capability");
+    const row = await capabilityStore.get(this.db.pool, caller.organizationId, claims.jti);
+    if (!row) throw notFound("Capability");
+    if (row.expires_at.getTime() <= Date.now()) throw new MandateError("capability_expired", "The Capability has expired.");
+    if (p.audience !== row.audience) throw new MandateError("capability_audience_mismatch", "The audience differs from the one the Capability was issued for.");
+    if (p.action !== row.action) throw new MandateError("capability_action_mismatch", "The action differs from the authorized one.");
+    if (p.resource !== row.resource) throw new MandateError("capability_resource_mismatch", "The resource differs from the authorized one.");
+    const keys = new Set([...Object.keys(row.constraints), ...Object.keys(p.constraints)]);
+    const differing = [...keys].filter((k) => row.constraints[k] !== p.constraints[k]);
+    if (differing.length) {
+      throw new MandateError(
+        "capability_constraint_mismatch",
+        "A constraint differs from the bound value; the Capability was not consumed.",
+        differing.map((k) => ({ field: `constraints.${k}`, code: "capability_constraint_mismatch", message: "differs from the bound value" })),
+      );
+    }
+    return this.db.transaction(async (tx) => {
+      const consumed = await capabilityStore.consume(tx, row.capability_id, caller.identity);
+      if (!consumed) {
+        const why = await capabilityStore.refusal(tx, row.capability_id);
+        if (why === "expired") throw new MandateError("capability_expired", "The Capability has expired.");
+        if (why === "dependency_inactive") {
+          throw new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
+        }
+        throw new MandateError("capability_consumed", "The Capability was already used.");
+      }
+      await this.evidence.append(tx, [
+        {
+          organizationId: caller.organizationId,
+          kind: "capability.consumed",
+          subjectId: row.capability_id,
+          payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by: caller.identity, consumed_at: consumed.consumed_at!.toISOString() },
+        },
+      ]);
+      return consumed;
+    });
+  }
+
+  /** A capability's state and timestamps; never its token. */
+  async get(caller: OrgCaller, capabilityId: string): Promise<CapabilityRow> {
+    const row = await capabilityStore.get(this.db.pool, caller.organizationId, capabilityId);
+    if (!row) throw notFound("Capability");
+    return row;
+  }
+}

@@ -1,0 +1,83 @@
+import type { Queryable } from "./database.js";
+
+/** A capability row (never the token). */
+export interface CapabilityRow {
+  capability_id: string;
+  organization_id: string;
+  decision_id: string;
+  agent_id: string;
+  integration_id: string | null;
+  audience: string;
+  issued_by: string;
+  action: string;
+  resource: string;
+  constraints: Record<string, string>;
+  issued_at: Date;
+  expires_at: Date;
+  consumed_at: Date | null;
+  consumed_by: string | null;
+}
+
+/** Why a consume did not happen, in the order the checks apply. */
+export type ConsumeRefusal = "expired" | "dependency_inactive" | "consumed";
+
+/** SQL for capabilities. */
+export const capabilityStore = {
+  /** Inserts; a unique violation on capabilities_decision_id_key means the decision already had one. */
+  async insert(q: Queryable, c: Omit<CapabilityRow, "consumed_at" | "consumed_by">): Promise<void> {
+    await q.query(
+      `INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+      [c.capability_id, c.organization_id, c.decision_id, c.agent_id, c.integration_id, c.audience, c.issued_by, c.action, c.resource, JSON.stringify(c.constraints), c.issued_at, c.expires_at],
+    );
+  },
+
+  /** The capability of the organization, or null. */
+  async get(q: Queryable, organizationId: string, capabilityId: string): Promise<CapabilityRow | null> {
+    const { rows } = await q.query<CapabilityRow>("SELECT * FROM capabilities WHERE organization_id = $1 AND capability_id = $2", [organizationId, capabilityId]);
+    return rows[0] ?? null;
+  },
+
+  /**
+   * Consumes in ONE statement: unexpired, the agent, organization and any bound
+   * integration still active, and not yet consumed. Concurrent consumes
+   * serialize on the row; exactly one sees `consumed_at IS NULL`.
+   */
+  async consume(q: Queryable, capabilityId: string, by: string): Promise<CapabilityRow | null> {
+    const { rows } = await q.query<CapabilityRow>(
+      `UPDATE capabilities c SET consumed_at = date_trunc('milliseconds', now()), consumed_by = $2
+        WHERE c.capability_id = $1 AND c.consumed_at IS NULL AND c.expires_at > now()
+          AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
+          AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
+          AND (c.integration_id IS NULL OR EXISTS (
+                SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
+                  AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')))
+        RETURNING *`,
+      [capabilityId, by],
+    );
+    return rows[0] ?? null;
+  },
+
+  /** Why `consume` refused, checked in DESIGN §7 order (expiry, live dependencies, single use). */
+  async refusal(q: Queryable, capabilityId: string): Promise<ConsumeRefusal> {
+    const { rows } = await q.query<{ expired: boolean; inactive: boolean; consumed: boolean }>(
+      `SELECT c.expires_at <= now() AS expired,
+              NOT (EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
+                   AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
+                   AND (c.integration_id IS NULL OR EXISTS (
+                        SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
+                          AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')))) AS inactive,
+              c.consumed_at IS NOT NULL AS consumed
+         FROM capabilities c WHERE c.capability_id = $1`,
+      [capabilityId],
+    );
+    const r = rows[0]!;
+    return r.expired ? "expired" : r.inactive ? "dependency_inactive" : "consumed";
+  },
+
+  /** Contract bindings of a decision's integration contract version, or null. */
+  async contractBindings(q: Queryable, integrationId: string, version: number): Promise<{ resource_path: string; context_bindings: Record<string, string> } | null> {
+    const { rows } = await q.query("SELECT resource_path, context_bindings FROM contract_versions WHERE integration_id = $1 AND version = $2", [integrationId, version]);
+    return rows[0] ?? null;
+  },
+};

@@ -1,0 +1,273 @@
+import { generateKeyPairSync, randomUUID, sign, type KeyObject } from "node:crypto";
+import { ScalarType, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { expect } from "vitest";
+import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
+import { AgentService } from "../../src/gen/mandate/v1/agents_pb.js";
+import { DecisionService } from "../../src/gen/mandate/v1/decisions_pb.js";
+import { IntentService } from "../../src/gen/mandate/v1/intents_pb.js";
+import { bindingOf, messageFromWireJson, messageToWireJson } from "./api.js";
+import type { TestService } from "./service.js";
+
+/*
+ * Agent-side helpers for the e2e suites: Ed25519 keys, signing exactly as an
+ * agent does (DESIGN §2), and one call shape that runs a method over /v1 JSON
+ * or over gRPC and answers in one normalised form, so a table of expectations
+ * holds both transports to the same contract.
+ */
+
+/** The two transports every table-driven e2e test runs through. */
+export type Transport = "v1" | "grpc";
+export const TRANSPORTS: readonly Transport[] = ["v1", "grpc"];
+
+/** An agent's key pair, with the public key in the wire form `ed25519:base64:<32 bytes>`. */
+export interface AgentKey {
+  publicKey: string;
+  privateKey: KeyObject;
+  /** Standard base64 of the 64-byte Ed25519 signature over `bytes`. */
+  sign(bytes: Uint8Array | string): string;
+}
+
+/** A fresh Ed25519 key pair, generated locally as the client library does. */
+export function newAgentKey(): AgentKey {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+  return {
+    publicKey: `ed25519:base64:${raw.toString("base64")}`,
+    privateKey,
+    sign: (bytes) => sign(null, typeof bytes === "string" ? Buffer.from(bytes, "utf8") : bytes, privateKey).toString("base64"),
+  };
+}
+
+/** Who makes a call. */
+export type Auth =
+  | { bearer: string }
+  | { operator: string; organizationId: string }
+  | { keyId: string; signature: string; timestamp?: string }
+  | { headers: Record<string, string> }
+  | undefined;
+
+function authHeaders(auth: Auth): Record<string, string> {
+  if (!auth) return {};
+  if ("bearer" in auth) return { authorization: `Bearer ${auth.bearer}` };
+  if ("operator" in auth) return { "x-service-operator-key": auth.operator, "x-service-organization-id": auth.organizationId };
+  if ("keyId" in auth) {
+    return {
+      "x-service-key-id": auth.keyId,
+      "x-service-signature": auth.signature,
+      ...(auth.timestamp !== undefined && { "x-service-timestamp": auth.timestamp }),
+    };
+  }
+  return auth.headers;
+}
+
+/**
+ * One answer in a transport-neutral form. `status` is the HTTP status on /v1
+ * and the HTTP status DESIGN §5 pairs with the gRPC code on gRPC; `body` is the
+ * /v1 JSON (or the gRPC response in its /v1 JSON form; for an error, the
+ * ErrorDetail as `{detail, message, request_id, errors}`).
+ */
+export interface Result {
+  transport: Transport;
+  status: number;
+  /** The error code (`detail`), or undefined on success. */
+  detail?: string;
+  body: any;
+  /** gRPC only: the status code. */
+  grpcCode?: Code;
+}
+
+/** DESIGN §5: the HTTP status each gRPC code stands for (409 has two gRPC spellings). */
+const HTTP_OF_GRPC: Partial<Record<Code, number>> = {
+  [Code.Unauthenticated]: 401,
+  [Code.PermissionDenied]: 403,
+  [Code.NotFound]: 404,
+  [Code.FailedPrecondition]: 409,
+  [Code.AlreadyExists]: 409,
+  [Code.ResourceExhausted]: 413,
+  [Code.InvalidArgument]: 422,
+  [Code.Unavailable]: 503,
+  [Code.Internal]: 500,
+};
+
+function isBytesField(method: DescMethod, name: string): boolean {
+  const f = method.input.fields.find((x) => x.name === name);
+  return f?.fieldKind === "scalar" && f.scalar === ScalarType.BYTES;
+}
+
+/** Top-level int64 fields as bigint, so the harness's message builder accepts them. */
+function grpcRequest(input: DescMessage, request: Record<string, unknown>) {
+  const json: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(request)) {
+    const f = input.fields.find((x) => x.name === k);
+    json[k] = f?.fieldKind === "scalar" && f.scalar === ScalarType.INT64 && typeof v === "number" ? BigInt(v) : v;
+  }
+  return messageFromWireJson(input, json);
+}
+
+/**
+ * Calls `method` with `request` (its /v1 JSON form: path variables, body and
+ * query fields together; a bytes body field as a Uint8Array) over `transport`.
+ * On /v1 the path comes from the method's `google.api.http` binding.
+ */
+export async function call(svc: TestService, transport: Transport, method: DescMethod, request: Record<string, unknown>, auth?: Auth): Promise<Result> {
+  const headers = authHeaders(auth);
+  if (transport === "v1") {
+    const binding = bindingOf(method);
+    if (!binding) throw new Error(`${method.name} has no /v1 binding`);
+    const rest = { ...request };
+    const path = binding.template.replace(/\{([a-z_][a-z0-9_]*)(?:=\*)?\}/g, (_, name: string) => {
+      const v = rest[name];
+      delete rest[name];
+      return encodeURIComponent(String(v ?? ""));
+    });
+    let body: unknown;
+    let query = "";
+    if (binding.body === "*") body = rest;
+    else if (binding.body !== "") {
+      body = rest[binding.body];
+      if (!isBytesField(method, binding.body)) body = body ?? {};
+    } else {
+      const params = new URLSearchParams();
+      for (const [k, v] of Object.entries(rest)) if (v !== undefined) params.set(k, String(v));
+      query = params.size ? `?${params}` : "";
+    }
+    const res = await svc.v1(binding.verb, path + query, { body, headers });
+    return { transport, status: res.status, detail: res.status >= 400 ? res.body?.detail : undefined, body: res.body };
+  }
+  const client = svc.grpc(method.parent) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<any>>;
+  try {
+    const res = await client[method.localName]!(grpcRequest(method.input, request), { headers, timeoutMs: 30_000 });
+    return { transport, status: 200, body: messageToWireJson(method.output, res), grpcCode: Code.Ok as Code };
+  } catch (err) {
+    const e = ConnectError.from(err);
+    const [d] = e.findDetails(ErrorDetailSchema);
+    return {
+      transport,
+      status: HTTP_OF_GRPC[e.code] ?? -e.code,
+      detail: d?.detail,
+      grpcCode: e.code,
+      body: d
+        ? { detail: d.detail, message: d.message, request_id: d.requestId, errors: d.errors.map((x) => ({ field: x.field, code: x.code, message: x.message })) }
+        : { detail: undefined, message: e.rawMessage },
+    };
+  }
+}
+
+/** Asserts an answer's status and detail code, with the body in the failure message. */
+export function expectResult(res: Result, status: number, detail?: string): void {
+  const seen = `${res.transport}: ${res.status} ${JSON.stringify(res.body)}`;
+  expect(res.status, seen).toBe(status);
+  if (status >= 400) {
+    expect(res.detail, seen).toBe(detail);
+    expect(typeof res.body.message, seen).toBe("string");
+    expect(typeof res.body.request_id, seen).toBe("string");
+  }
+}
+
+/** An organization with its all-permission key and one principal to register agents under. */
+export interface OrgFixture {
+  organizationId: string;
+  apiKey: string;
+  principalId: string;
+}
+
+/** A new organization (operator key) with one `person` principal. */
+export async function newOrgFixture(svc: TestService): Promise<OrgFixture> {
+  const org = await svc.newOrg();
+  const p = await svc.v1("POST", "/v1/principals", {
+    bearer: org.apiKey,
+    body: { display_name: "Pat Payables", kind: "person", external_ref: `pat-${randomUUID().slice(0, 8)}` },
+  });
+  if (p.status !== 200) throw new Error(`creating a principal failed: ${p.status} ${JSON.stringify(p.body)}`);
+  return { organizationId: org.organizationId, apiKey: org.apiKey, principalId: p.body.principal_id };
+}
+
+/** A second API key of the organization with the given permissions. */
+export async function newApiKey(svc: TestService, apiKey: string, permissions: string[], name = `key-${randomUUID().slice(0, 6)}`): Promise<{ keyId: string; apiKey: string }> {
+  const res = await svc.v1("POST", "/v1/organization/api-keys", { bearer: apiKey, body: { name, permissions } });
+  if (res.status !== 200) throw new Error(`creating an API key failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return { keyId: res.body.key_id, apiKey: res.body.api_key };
+}
+
+/** A registered (and, unless told otherwise, activated) agent with its key. */
+export interface TestAgent {
+  agentId: string;
+  certificateId: string;
+  key: AgentKey;
+  org: OrgFixture;
+}
+
+/** Registers an agent over /v1 and activates it unless `state` is `registered`. */
+export async function newAgent(svc: TestService, org: OrgFixture, state: "registered" | "active" | "suspended" | "revoked" | "retired" = "active"): Promise<TestAgent> {
+  const key = newAgentKey();
+  const res = await svc.v1("POST", "/v1/agents", {
+    bearer: org.apiKey,
+    body: { name: `agent-${randomUUID().slice(0, 8)}`, acting_for_principal_id: org.principalId, public_key: key.publicKey },
+  });
+  if (res.status !== 200) throw new Error(`registering an agent failed: ${res.status} ${JSON.stringify(res.body)}`);
+  const agent: TestAgent = { agentId: res.body.agent_id, certificateId: res.body.certificate_id, key, org };
+  const path: Record<typeof state, string[]> = {
+    registered: [],
+    active: ["activate"],
+    suspended: ["activate", "suspend"],
+    revoked: ["revoke"],
+    retired: ["retire"],
+  };
+  for (const op of path[state]) {
+    const r = await svc.v1("POST", `/v1/agents/${agent.agentId}/${op}`, { bearer: org.apiKey, body: {} });
+    if (r.status !== 200) throw new Error(`${op} failed: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+  return agent;
+}
+
+/** An Intent document for `agentId`: the reference action, now, a fresh nonce, plus `fields`. */
+export function intentDoc(agentId: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return { agent_id: agentId, action: "reference_noop", requested_at: new Date().toISOString(), nonce: randomUUID(), ...fields };
+}
+
+/** Signed bytes as an agent sends them. */
+export interface SignedBody {
+  bytes: Uint8Array;
+  keyId: string;
+  signature: string;
+}
+
+/** Serialises `doc` (or takes the bytes as given) and signs it with the agent's certificate. */
+export function signBody(agent: Pick<TestAgent, "certificateId" | "key">, doc: Record<string, unknown> | Uint8Array | string): SignedBody {
+  const bytes = doc instanceof Uint8Array ? doc : Buffer.from(typeof doc === "string" ? doc : JSON.stringify(doc), "utf8");
+  return { bytes: new Uint8Array(bytes), keyId: agent.certificateId, signature: agent.key.sign(bytes) };
+}
+
+/** Submits signed Intent bytes (POST /v1/intents, or SubmitIntent with the bytes in `intent`). */
+export function submitIntent(svc: TestService, transport: Transport, signed: SignedBody): Promise<Result> {
+  return call(svc, transport, IntentService.method.submitIntent, { intent: signed.bytes }, { keyId: signed.keyId, signature: signed.signature });
+}
+
+/** Sends an agent-signed heartbeat `{agent_id, sent_at, nonce}`. */
+export function heartbeat(svc: TestService, transport: Transport, agent: TestAgent, fields: Record<string, unknown> = {}): Promise<Result> {
+  const signed = signBody(agent, { agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: randomUUID(), ...fields });
+  return call(svc, transport, AgentService.method.heartbeat, { agent_id: agent.agentId, signed_body: signed.bytes }, { keyId: signed.keyId, signature: signed.signature });
+}
+
+/** The agent reads a decision with an agent-signed GET (`"GET /v1/decisions/<id>\n<timestamp>"`). */
+export function agentGetDecision(svc: TestService, transport: Transport, agent: Pick<TestAgent, "certificateId" | "key">, decisionId: string, timestamp = new Date().toISOString()): Promise<Result> {
+  const signature = agent.key.sign(`GET /v1/decisions/${decisionId}\n${timestamp}`);
+  return call(svc, transport, DecisionService.method.getDecision, { decision_id: decisionId }, { keyId: agent.certificateId, signature, timestamp });
+}
+
+/** Every evidence record of the caller's organization (GET /v1/evidence, all pages) and the published JWKS. */
+export async function exportEvidence(svc: TestService, apiKey: string): Promise<{ records: any[]; jwks: { keys: any[] } }> {
+  const records: any[] = [];
+  let after = 0;
+  for (;;) {
+    const res = await svc.v1("GET", `/v1/evidence?after_seq=${after}&page_size=1000`, { bearer: apiKey });
+    if (res.status !== 200) throw new Error(`exporting evidence failed: ${res.status} ${JSON.stringify(res.body)}`);
+    records.push(...res.body.records);
+    if (!res.body.has_more || res.body.records.length === 0) break;
+    after = res.body.records[res.body.records.length - 1].seq;
+  }
+  const jwks = await svc.v1("GET", "/.well-known/jwks.json");
+  if (jwks.status !== 200) throw new Error(`reading the JWKS failed: ${jwks.status}`);
+  return { records, jwks: jwks.body };
+}
