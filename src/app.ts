@@ -8,6 +8,9 @@ import { Principals } from "./domain/principals.js";
 import { AgentSignatures } from "./domain/signatures.js";
 import { Decisions } from "./domain/decisions.js";
 import { Capabilities } from "./domain/capabilities.js";
+import { Integrations } from "./domain/integrations.js";
+import { IntegrationService } from "./gen/mandate/v1/integrations_pb.js";
+import { IntegrationServiceImpl } from "./services/integrations.js";
 import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
 import { CapabilityServiceImpl } from "./services/capabilities.js";
 import { Intents } from "./domain/intents.js";
@@ -75,6 +78,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
       { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
+      { service: IntegrationService, impl: new IntegrationServiceImpl(new Integrations(db, evidence)) as never },
       { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];

@@ -1,12 +1,13 @@
 import { generateKeyPairSync, randomUUID, sign, type KeyObject } from "node:crypto";
-import { ScalarType, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import { ScalarType, toJson, type DescField, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { expect } from "vitest";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
 import { AgentService } from "../../src/gen/mandate/v1/agents_pb.js";
 import { DecisionService } from "../../src/gen/mandate/v1/decisions_pb.js";
 import { IntentService } from "../../src/gen/mandate/v1/intents_pb.js";
-import { bindingOf, messageFromWireJson, messageToWireJson } from "./api.js";
+import { bindingOf, messageFromWireJson, wireNameOf } from "./api.js";
 import type { TestService } from "./service.js";
 
 /*
@@ -105,6 +106,46 @@ function grpcRequest(input: DescMessage, request: Record<string, unknown>) {
   return messageFromWireJson(input, json);
 }
 
+function singularToWire(field: DescField, kind: "scalar" | "enum" | "message", v: unknown): unknown {
+  if (kind === "enum") return wireNameOf(field.enum!, v as number) ?? "";
+  if (kind === "message") return toWire(field.message!, v as Message);
+  if (typeof v === "bigint") return Number(v);
+  if (v instanceof Uint8Array) return Buffer.from(v).toString("base64");
+  return v;
+}
+
+/**
+ * A gRPC response in its /v1 JSON form (snake_case names, spec enum spellings,
+ * ISO timestamps, int64 as numbers, unset messages and zero enums omitted).
+ * Struct fields are plain JSON in protobuf-es; Value fields go through toJson.
+ */
+export function toWire(desc: DescMessage, message: Message): unknown {
+  switch (desc.typeName) {
+    case "google.protobuf.Timestamp":
+      return timestampDate(message as Timestamp).toISOString();
+    case "google.protobuf.Struct":
+      return message;
+    case "google.protobuf.Value":
+    case "google.protobuf.ListValue":
+      return toJson(desc, message);
+  }
+  const out: Record<string, unknown> = {};
+  const record = message as unknown as Record<string, unknown>;
+  for (const field of desc.fields) {
+    const value = record[field.localName];
+    if (field.fieldKind === "list") out[field.name] = (value as unknown[]).map((v) => singularToWire(field, field.listKind, v));
+    else if (field.fieldKind === "map") out[field.name] = Object.fromEntries(Object.entries(value as object).map(([k, v]) => [k, singularToWire(field, field.mapKind, v)]));
+    else if (field.fieldKind === "message") {
+      if (value !== undefined) out[field.name] = singularToWire(field, "message", value);
+    } else if (field.fieldKind === "enum") {
+      if (value !== 0) out[field.name] = singularToWire(field, "enum", value);
+    } else if (field.oneof === undefined && (field.presence !== 1 || value !== undefined)) {
+      out[field.name] = singularToWire(field, "scalar", value);
+    }
+  }
+  return out;
+}
+
 /**
  * Calls `method` with `request` (its /v1 JSON form: path variables, body and
  * query fields together; a bytes body field as a Uint8Array) over `transport`.
@@ -138,7 +179,7 @@ export async function call(svc: TestService, transport: Transport, method: DescM
   const client = svc.grpc(method.parent) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<any>>;
   try {
     const res = await client[method.localName]!(grpcRequest(method.input, request), { headers, timeoutMs: 30_000 });
-    return { transport, status: 200, body: messageToWireJson(method.output, res), grpcCode: Code.Ok as Code };
+    return { transport, status: 200, body: toWire(method.output, res), grpcCode: Code.Ok as Code };
   } catch (err) {
     const e = ConnectError.from(err);
     const [d] = e.findDetails(ErrorDetailSchema);

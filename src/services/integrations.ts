@@ -1,0 +1,76 @@
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { IntegrationView, Integrations } from "../domain/integrations.js";
+import { IntegrationService, type CreateContractVersionRequest, type RegisterAdapterRequest } from "../gen/mandate/v1/integrations_pb.js";
+import type { AdapterRow, ContractVersionRow } from "../storage/postgres/integrations.js";
+import { orgCaller } from "../transport/context.js";
+import { enumCodec, ts } from "./convert.js";
+
+const states = enumCodec(["active", "suspended", "revoked"] as const, "state");
+const contractStates = enumCodec(["proposed", "active", "superseded"] as const, "state");
+
+const contractMessage = (c: ContractVersionRow) => ({
+  integrationId: c.integration_id,
+  version: c.version,
+  state: contractStates.toProto(c.state),
+  resourcePath: c.resource_path,
+  contextBindings: c.context_bindings,
+  author: c.author,
+  approver: c.approver ?? "",
+  createdAt: ts(c.created_at),
+});
+
+const adapterMessage = (a: AdapterRow) => ({
+  adapterId: a.adapter_id,
+  integrationId: a.integration_id,
+  name: a.name,
+  publicKey: a.public_key,
+  state: states.toProto(a.state),
+  createdAt: ts(a.created_at),
+});
+
+const integrationMessage = (i: IntegrationView) => ({
+  integrationId: i.integration_id,
+  name: i.name,
+  actions: i.actions,
+  state: states.toProto(i.state),
+  contractVersions: i.contracts.map(contractMessage),
+  adapters: i.adapters.map(adapterMessage),
+  createdAt: ts(i.created_at),
+});
+
+/** IntegrationService. */
+export class IntegrationServiceImpl implements ServiceImpl<typeof IntegrationService> {
+  constructor(private readonly integrations: Integrations) {}
+
+  async createIntegration(req: { name: string; actions: string[] }, ctx: HandlerContext) {
+    return integrationMessage(await this.integrations.create(orgCaller(ctx), req.name, req.actions));
+  }
+
+  async listIntegrations(_req: unknown, ctx: HandlerContext) {
+    return { integrations: (await this.integrations.list(orgCaller(ctx))).map(integrationMessage) };
+  }
+
+  async getIntegration(req: { integrationId: string }, ctx: HandlerContext) {
+    return integrationMessage(await this.integrations.get(orgCaller(ctx), req.integrationId));
+  }
+
+  async suspendIntegration(req: { integrationId: string }, ctx: HandlerContext) {
+    return integrationMessage(await this.integrations.setState(orgCaller(ctx), req.integrationId, "suspended"));
+  }
+
+  async reactivateIntegration(req: { integrationId: string }, ctx: HandlerContext) {
+    return integrationMessage(await this.integrations.setState(orgCaller(ctx), req.integrationId, "active"));
+  }
+
+  async createContractVersion(req: CreateContractVersionRequest, ctx: HandlerContext) {
+    return contractMessage(await this.integrations.proposeContract(orgCaller(ctx), req.integrationId, req.resourcePath, req.contextBindings));
+  }
+
+  async approveContractVersion(req: { integrationId: string; version: number }, ctx: HandlerContext) {
+    return contractMessage(await this.integrations.approveContract(orgCaller(ctx), req.integrationId, req.version));
+  }
+
+  async registerAdapter(req: RegisterAdapterRequest, ctx: HandlerContext) {
+    return adapterMessage(await this.integrations.registerAdapter(orgCaller(ctx), req.integrationId, req.name, req.publicKey));
+  }
+}
