@@ -13,6 +13,7 @@ import { IntegrationService } from "./gen/mandate/v1/integrations_pb.js";
 import { IntegrationServiceImpl } from "./services/integrations.js";
 import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
 import { CapabilityServiceImpl } from "./services/capabilities.js";
+import { CapabilityMirror } from "./storage/redis/capability-mirror.js";
 import { Intents } from "./domain/intents.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEngine } from "./policy/engine.js";
@@ -66,7 +67,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const organizations = new Organizations(db, config.limits, policies.installStarter);
     const credentials = new Credentials(db, config.operatorKey);
     const signatures = new AgentSignatures(db);
-    const agents = new Agents(db, evidence, signatures);
+    // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
+    const mirror = config.redisUrl ? await CapabilityMirror.connect(config.redisUrl) : null;
+    const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
+    const agents = new Agents(db, evidence, signatures, async (a) => {
+      await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);
+    });
     const intents = new Intents(db, evidence, signatures, policies, config.limits);
     const decisions = new Decisions(db, evidence, signatures, config.limits.requestedAtSkewSeconds);
     const services: RegisteredService[] = [
@@ -78,8 +84,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
       { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
-      { service: IntegrationService, impl: new IntegrationServiceImpl(new Integrations(db, evidence)) as never },
-      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence), evidence) as never },
+      { service: IntegrationService, impl: new IntegrationServiceImpl(
+          new Integrations(db, evidence, async (org, id, state) => {
+            await mirror?.setIntegration(org, id, state).catch(mirrorError);
+          }),
+        ) as never },
+      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
@@ -97,6 +107,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       logger,
       async close() {
         await server.close();
+        await mirror?.close();
         await db.close();
         await embedded?.stop();
       },

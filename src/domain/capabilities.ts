@@ -8,6 +8,7 @@ import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.j
 import type { OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
+import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
 import { newId } from "./ids.js";
 
 const ISSUER = "mandate";
@@ -40,7 +41,37 @@ export class Capabilities {
   constructor(
     private readonly db: Database,
     private readonly evidence: EvidenceLog,
+    private readonly mirror: CapabilityMirror | null,
+    private readonly log: (err: unknown) => void = () => undefined,
   ) {}
+
+  /**
+   * The Redis step (when configured): the Lua script rechecks the mirrored
+   * states and sets the consumed marker atomically, so concurrent replays are
+   * refused without touching Postgres. An empty mirror is rebuilt from Postgres;
+   * a refusal is confirmed against Postgres before it is believed; Redis being
+   * down falls through to the Postgres statement, which decides alone.
+   */
+  private async consumeInRedis(row: CapabilityRow): Promise<void> {
+    if (!this.mirror) return;
+    const ref = { organizationId: row.organization_id, agentId: row.agent_id, integrationId: row.integration_id, capabilityId: row.capability_id };
+    const ttlMs = row.expires_at.getTime() - Date.now() + 60_000;
+    try {
+      let verdict = await this.mirror.consume({ ...ref, ttlMs });
+      if (verdict === "MISS" || verdict === "INACTIVE") {
+        const states = await capabilityStore.liveStates(this.db.pool, row.capability_id);
+        await this.mirror.restore(ref, { ...states, integration: states.integration ?? undefined });
+        verdict = await this.mirror.consume({ ...ref, ttlMs });
+      }
+      if (verdict === "CONSUMED") throw new MandateError("capability_consumed", "The Capability was already used.");
+      if (verdict === "INACTIVE") {
+        throw new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
+      }
+    } catch (err) {
+      if (err instanceof MandateError) throw err;
+      this.log(err); // Redis unavailable: Postgres alone decides below.
+    }
+  }
 
   /** The constraints bound to a decision: the contract's declared fields, else amount/currency/counterparty (DESIGN §7). */
   private async boundConstraints(d: DecisionRow): Promise<{ resource: string; constraints: Record<string, string> }> {
@@ -187,7 +218,9 @@ export class Capabilities {
         differing.map((k) => ({ field: `constraints.${k}`, code: "capability_constraint_mismatch", message: "differs from the bound value" })),
       );
     }
+    await this.consumeInRedis(row);
     return this.db.transaction(async (tx) => {
+      // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
       const consumed = await capabilityStore.consume(tx, row.capability_id, caller.identity);
       if (!consumed) {
         const why = await capabilityStore.refusal(tx, row.capability_id);

@@ -22,6 +22,7 @@ export class Integrations {
   constructor(
     private readonly db: Database,
     private readonly evidence: EvidenceLog,
+    private readonly onStateChange: (organizationId: string, integrationId: string, state: "active" | "inactive") => Promise<void> = async () => undefined,
   ) {}
 
   private async views(caller: OrgCaller, id?: string): Promise<IntegrationView[]> {
@@ -77,7 +78,9 @@ export class Integrations {
       }
       await this.evidence.append(tx, [{ organizationId: caller.organizationId, kind: `integration.${to === "active" ? "reactivated" : "suspended"}`, subjectId: id, payload: { integration_id: id, to, by: caller.identity } }]);
     });
-    return this.get(caller, id);
+    const view = await this.get(caller, id);
+    await this.onStateChange(caller.organizationId, id, view.state === "active" && view.adapters.every((a) => a.state === "active") ? "active" : "inactive");
+    return view;
   }
 
   /** Proposes a contract version `{resource_path, context_bindings}`. */

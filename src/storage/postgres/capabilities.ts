@@ -75,6 +75,21 @@ export const capabilityStore = {
     return r.expired ? "expired" : r.inactive ? "dependency_inactive" : "consumed";
   },
 
+  /** The live states a capability depends on, as the Redis mirror stores them. */
+  async liveStates(q: Queryable, capabilityId: string): Promise<{ organization: string; agent: string; integration: string | null }> {
+    const { rows } = await q.query<{ organization: string; agent: string; integration: string | null }>(
+      `SELECT o.state AS organization, a.state AS agent,
+              CASE WHEN c.integration_id IS NULL THEN NULL
+                   WHEN i.state = 'active' AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')
+                   THEN 'active' ELSE 'inactive' END AS integration
+         FROM capabilities c JOIN organizations o USING (organization_id) JOIN agents a ON a.agent_id = c.agent_id
+         LEFT JOIN integrations i ON i.integration_id = c.integration_id
+        WHERE c.capability_id = $1`,
+      [capabilityId],
+    );
+    return rows[0]!;
+  },
+
   /** Contract bindings of a decision's integration contract version, or null. */
   async contractBindings(q: Queryable, integrationId: string, version: number): Promise<{ resource_path: string; context_bindings: Record<string, string> } | null> {
     const { rows } = await q.query("SELECT resource_path, context_bindings FROM contract_versions WHERE integration_id = $1 AND version = $2", [integrationId, version]);

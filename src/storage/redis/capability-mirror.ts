@@ -1,0 +1,84 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createClient } from "redis";
+
+const CONSUME = readFileSync(new URL("./consume.lua", import.meta.url), "utf8");
+const CONSUME_SHA = createHash("sha1").update(CONSUME).digest("hex");
+
+/** What the Lua consume answered. */
+export type MirrorVerdict = "OK" | "CONSUMED" | "INACTIVE" | "MISS";
+
+/** Live states the consume script checks, as Postgres knows them. */
+export interface LiveStates {
+  organization: string;
+  agent: string;
+  /** Present when the capability is bound to an integration: "active" only if it and its adapters are. */
+  integration?: string;
+}
+
+type Client = ReturnType<typeof createClient>;
+
+/**
+ * The Redis side of the single-use consume: a mirror of the lifecycle states a
+ * Capability depends on, and a consumed marker per Capability, checked and set
+ * by one Lua script. Every key of one organization shares its hash tag, so the
+ * script stays atomic on Redis Cluster. Postgres remains the durable arbiter.
+ */
+export class CapabilityMirror {
+  private constructor(private readonly client: Client) {}
+
+  /** Connects; commands fail fast while disconnected (callers fall back to Postgres). */
+  static async connect(url: string): Promise<CapabilityMirror> {
+    const client = createClient({
+      url,
+      disableOfflineQueue: true,
+      socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
+    });
+    client.on("error", () => undefined);
+    await client.connect();
+    return new CapabilityMirror(client);
+  }
+
+  private key(organizationId: string, kind: string, id = ""): string {
+    return `mandate:{${organizationId}}:${kind}${id ? `:${id}` : ""}`;
+  }
+
+  /** Runs the consume script for one capability. */
+  async consume(c: { organizationId: string; agentId: string; integrationId: string | null; capabilityId: string; ttlMs: number }): Promise<MirrorVerdict> {
+    const keys = [
+      this.key(c.organizationId, "org"),
+      this.key(c.organizationId, "agent", c.agentId),
+      this.key(c.organizationId, "integration", c.integrationId ?? "none"),
+      this.key(c.organizationId, "cap", c.capabilityId),
+    ];
+    const args = [String(Math.max(1, c.ttlMs)), c.integrationId ? "1" : "0"];
+    try {
+      return (await this.client.evalSha(CONSUME_SHA, { keys, arguments: args })) as MirrorVerdict;
+    } catch (err) {
+      if (!String((err as Error).message).includes("NOSCRIPT")) throw err;
+      return (await this.client.eval(CONSUME, { keys, arguments: args })) as MirrorVerdict;
+    }
+  }
+
+  /** Writes the live states read from Postgres (after a restart or flush emptied the mirror). */
+  async restore(c: { organizationId: string; agentId: string; integrationId: string | null }, states: LiveStates): Promise<void> {
+    const multi = this.client.multi().set(this.key(c.organizationId, "org"), states.organization).set(this.key(c.organizationId, "agent", c.agentId), states.agent);
+    if (c.integrationId && states.integration) multi.set(this.key(c.organizationId, "integration", c.integrationId), states.integration);
+    await multi.exec();
+  }
+
+  /** Mirrors one agent's committed state. */
+  async setAgent(organizationId: string, agentId: string, state: string): Promise<void> {
+    await this.client.set(this.key(organizationId, "agent", agentId), state);
+  }
+
+  /** Mirrors one integration's committed effective state ("active" only if it and its adapters are). */
+  async setIntegration(organizationId: string, integrationId: string, state: string): Promise<void> {
+    await this.client.set(this.key(organizationId, "integration", integrationId), state);
+  }
+
+  /** Closes the connection. */
+  async close(): Promise<void> {
+    await this.client.quit().catch(() => this.client.disconnect());
+  }
+}
