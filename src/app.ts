@@ -9,6 +9,9 @@ import { AgentSignatures } from "./domain/signatures.js";
 import { Decisions } from "./domain/decisions.js";
 import { Capabilities } from "./domain/capabilities.js";
 import { Integrations } from "./domain/integrations.js";
+import { Execution } from "./domain/execution.js";
+import { ExecutionReportService, ReconciliationService } from "./gen/mandate/v1alpha/execution_pb.js";
+import { ExecutionReportServiceImpl, ReconciliationServiceImpl } from "./services/execution.js";
 import { IntegrationService } from "./gen/mandate/v1/integrations_pb.js";
 import { IntegrationServiceImpl } from "./services/integrations.js";
 import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
@@ -75,6 +78,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     });
     const intents = new Intents(db, evidence, signatures, policies, config.limits);
     const decisions = new Decisions(db, evidence, signatures, config.limits.requestedAtSkewSeconds);
+    const execution = new Execution(db, evidence);
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
       { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
@@ -89,6 +93,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
             await mirror?.setIntegration(org, id, state).catch(mirrorError);
           }),
         ) as never },
+      { service: ExecutionReportService, impl: new ExecutionReportServiceImpl(execution) as never },
+      { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
       { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];

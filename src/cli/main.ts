@@ -4,8 +4,9 @@
 import { CliError, EXIT_ERROR, EXIT_OK } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 import { evidenceCommand } from "./evidence.js";
+import { reconcileCommand } from "./reconcile.js";
 
-const COMMANDS: readonly CliCommand[] = [evidenceCommand];
+const COMMANDS: readonly CliCommand[] = [evidenceCommand, reconcileCommand];
 
 const io: CliIo = {
   out: (line) => void process.stdout.write(`${line}\n`),

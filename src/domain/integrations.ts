@@ -79,7 +79,8 @@ export class Integrations {
       await this.evidence.append(tx, [{ organizationId: caller.organizationId, kind: `integration.${to === "active" ? "reactivated" : "suspended"}`, subjectId: id, payload: { integration_id: id, to, by: caller.identity } }]);
     });
     const view = await this.get(caller, id);
-    await this.onStateChange(caller.organizationId, id, view.state === "active" && view.adapters.every((a) => a.state === "active") ? "active" : "inactive");
+    const bound = view.adapters.filter((a) => a.role === "adapter");
+    await this.onStateChange(caller.organizationId, id, view.state === "active" && bound.every((a) => a.state === "active") ? "active" : "inactive");
     return view;
   }
 
@@ -113,7 +114,7 @@ export class Integrations {
   }
 
   /** Registers the integration's trusted adapter: its own Ed25519 identity, never an agent's key. */
-  async registerAdapter(caller: OrgCaller, id: string, name: string, publicKey: string): Promise<AdapterRow> {
+  async registerAdapter(caller: OrgCaller, id: string, name: string, publicKey: string, role: AdapterRow["role"] = "adapter"): Promise<AdapterRow> {
     parsePublicKey(publicKey);
     if (!name.trim() || name.length > 200) throw validationFailed([{ field: "name", code: "required", message: "1..200 characters" }]);
     await this.get(caller, id);
@@ -122,13 +123,37 @@ export class Integrations {
     }
     try {
       return await this.db.transaction(async (tx) => {
-        const a = await integrationStore.insertAdapter(tx, { adapter_id: newId("adp"), integration_id: id, organization_id: caller.organizationId, name: name.trim(), public_key: publicKey });
-        await this.evidence.append(tx, [{ organizationId: caller.organizationId, kind: "adapter.registered", subjectId: a.adapter_id, payload: { adapter_id: a.adapter_id, integration_id: id, public_key: publicKey, by: caller.identity } }]);
+        const a = await integrationStore.insertAdapter(tx, { adapter_id: newId("adp"), integration_id: id, organization_id: caller.organizationId, name: name.trim(), public_key: publicKey, role });
+        await this.evidence.append(tx, [
+          { organizationId: caller.organizationId, kind: "adapter.registered", subjectId: a.adapter_id, payload: { adapter_id: a.adapter_id, integration_id: id, role, public_key: publicKey, by: caller.identity } },
+        ]);
         return a;
       });
     } catch (err) {
       if (isUniqueViolation(err)) throw new MandateError("already_exists", "This key is already registered.");
       throw err;
     }
+  }
+
+  /** Adapter lifecycle: suspend, reactivate, revoke (terminal); each leaves a signed record and reaches the Redis mirror. */
+  async transitionAdapter(caller: OrgCaller, integrationId: string, adapterId: string, op: "suspend" | "reactivate" | "revoke"): Promise<AdapterRow> {
+    const rule = { suspend: { from: ["active"], to: "suspended" }, reactivate: { from: ["suspended"], to: "active" }, revoke: { from: ["active", "suspended"], to: "revoked" } }[op];
+    const adapter = await this.db.transaction(async (tx) => {
+      const a = await integrationStore.setAdapterState(tx, caller.organizationId, integrationId, adapterId, rule.from, rule.to);
+      if (!a) {
+        const view = await this.get(caller, integrationId);
+        const current = view.adapters.find((x) => x.adapter_id === adapterId);
+        if (!current) throw notFound("Adapter");
+        throw new MandateError("invalid_transition", `Cannot ${op} an adapter that is ${current.state}.`);
+      }
+      await this.evidence.append(tx, [
+        { organizationId: caller.organizationId, kind: `adapter.${rule.to}`, subjectId: adapterId, payload: { adapter_id: adapterId, integration_id: integrationId, to: rule.to, by: caller.identity } },
+      ]);
+      return a;
+    });
+    const view = await this.get(caller, integrationId);
+    const bound = view.adapters.filter((a) => a.role === "adapter");
+    await this.onStateChange(caller.organizationId, integrationId, view.state === "active" && bound.every((a) => a.state === "active") ? "active" : "inactive");
+    return adapter;
   }
 }

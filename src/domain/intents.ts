@@ -190,6 +190,7 @@ export class Intents {
                 decision_id: decision.decision_id,
                 agent_id: cert.agent_id,
                 certificate_id: cert.certificate_id,
+                principal_id: cert.acting_for_principal_id,
                 intent: decision.intent,
                 intent_sha256: bodySha.toString("hex"),
                 outcome,

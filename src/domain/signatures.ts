@@ -15,6 +15,12 @@ export function parsePublicKey(text: string, field = "public_key"): KeyObject {
   return createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: raw.toString("base64url") }, format: "jwk" });
 }
 
+/** Whether `signature` (standard base64 or unpadded base64url) is `key`'s Ed25519 signature of `bytes`. */
+export function signatureValid(key: KeyObject, signature: string, bytes: Uint8Array): boolean {
+  const sig = decodeSignature(signature);
+  return sig !== null && verify(null, bytes, key, sig);
+}
+
 /** Decodes a signature in standard base64 or unpadded base64url; null unless it is 64 bytes. */
 function decodeSignature(text: string): Buffer | null {
   if (!/^[A-Za-z0-9+/]{86}==$/.test(text) && !/^[A-Za-z0-9_-]{86}$/.test(text)) return null;
@@ -40,14 +46,13 @@ export class AgentSignatures {
   async verify(keyId: string, signature: string, bytes: Uint8Array): Promise<CertificateRow> {
     const cert = keyId.length <= 64 ? await agentStore.certificate(this.db.pool, keyId) : null;
     if (!cert || cert.state === "replaced") throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
-    const sig = decodeSignature(signature);
     let key = this.keys.get(cert.certificate_id);
     if (!key) {
       key = parsePublicKey(cert.public_key);
       if (this.keys.size > 50_000) this.keys.clear();
       this.keys.set(cert.certificate_id, key);
     }
-    if (!sig || !verify(null, bytes, key, sig)) {
+    if (!signatureValid(key, signature, bytes)) {
       throw new MandateError("signature_invalid", "The signature does not verify over the request body.");
     }
     return cert;

@@ -8,6 +8,7 @@ import { IntentService, type SubmitIntentRequest } from "../gen/mandate/v1/inten
 import type { DecisionRow, ReviewEntry } from "../storage/postgres/decisions.js";
 import { anyCaller, orgCaller } from "../transport/context.js";
 import { enumCodec, ts } from "./convert.js";
+import { reconciliationMessage } from "./execution.js";
 
 const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
 const statuses = enumCodec(["PENDING", "RESOLVED"] as const, "status");
@@ -31,6 +32,7 @@ const decisionMessage = (d: DecisionRow) => ({
   policyVersions: d.policy_versions,
   graphVersion: d.graph_version,
   bundleDigest: d.bundle_digest,
+  reconciliation: d.reconciliation ? reconciliationMessage(d.reconciliation) : undefined,
 });
 
 /** IntentService: the single endpoint. */

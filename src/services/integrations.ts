@@ -1,11 +1,12 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { IntegrationView, Integrations } from "../domain/integrations.js";
-import { IntegrationService, type CreateContractVersionRequest, type RegisterAdapterRequest } from "../gen/mandate/v1/integrations_pb.js";
+import { IntegrationService, type AdapterStateRequest, type CreateContractVersionRequest, type RegisterAdapterRequest } from "../gen/mandate/v1/integrations_pb.js";
 import type { AdapterRow, ContractVersionRow } from "../storage/postgres/integrations.js";
 import { orgCaller } from "../transport/context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const states = enumCodec(["active", "suspended", "revoked"] as const, "state");
+const roles = enumCodec(["adapter", "destination"] as const, "role");
 const contractStates = enumCodec(["proposed", "active", "superseded"] as const, "state");
 
 const contractMessage = (c: ContractVersionRow) => ({
@@ -26,6 +27,7 @@ const adapterMessage = (a: AdapterRow) => ({
   publicKey: a.public_key,
   state: states.toProto(a.state),
   createdAt: ts(a.created_at),
+  role: roles.toProto(a.role),
 });
 
 const integrationMessage = (i: IntegrationView) => ({
@@ -71,6 +73,15 @@ export class IntegrationServiceImpl implements ServiceImpl<typeof IntegrationSer
   }
 
   async registerAdapter(req: RegisterAdapterRequest, ctx: HandlerContext) {
-    return adapterMessage(await this.integrations.registerAdapter(orgCaller(ctx), req.integrationId, req.name, req.publicKey));
+    const role = req.role ? roles.fromProto(req.role, "role") : "adapter";
+    return adapterMessage(await this.integrations.registerAdapter(orgCaller(ctx), req.integrationId, req.name, req.publicKey, role));
+  }
+
+  suspendAdapter = (req: AdapterStateRequest, ctx: HandlerContext) => this.adapterStep(req, ctx, "suspend");
+  reactivateAdapter = (req: AdapterStateRequest, ctx: HandlerContext) => this.adapterStep(req, ctx, "reactivate");
+  revokeAdapter = (req: AdapterStateRequest, ctx: HandlerContext) => this.adapterStep(req, ctx, "revoke");
+
+  private async adapterStep(req: AdapterStateRequest, ctx: HandlerContext, op: "suspend" | "reactivate" | "revoke") {
+    return adapterMessage(await this.integrations.transitionAdapter(orgCaller(ctx), req.integrationId, req.adapterId, op));
   }
 }

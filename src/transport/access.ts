@@ -5,13 +5,15 @@ import type { Permission } from "../domain/caller.js";
  * - `public`: no credentials (sandbox creation);
  * - `platform`: the operator key without an organization (creating organizations);
  * - `org`: a bearer key or the operator key naming its organization, holding `permission` if set;
- * - `agent`: agent-signed (the signature is verified by the domain over the exact bytes);
+ * - `operator`: the operator key naming its organization, nothing else (platform-internal services);
+ * - `agent`: signed by an agent, adapter or destination identity (the domain verifies the signature over the exact bytes);
  * - `org_or_agent`: either of the two above.
  */
 export type Access =
   | { mode: "public" }
   | { mode: "platform" }
   | { mode: "org"; permission?: Permission }
+  | { mode: "operator" }
   | { mode: "agent" }
   | { mode: "org_or_agent"; permission: Permission };
 
@@ -72,6 +74,12 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "IntegrationService.CreateContractVersion": org("ORG_ADMIN"),
   "IntegrationService.ApproveContractVersion": org("POLICY_APPROVER"),
   "IntegrationService.RegisterAdapter": org("ORG_ADMIN"),
+  "IntegrationService.SuspendAdapter": org("ORG_ADMIN"),
+  "IntegrationService.ReactivateAdapter": org("ORG_ADMIN"),
+  "IntegrationService.RevokeAdapter": org("ORG_ADMIN"),
+  "ExecutionReportService.SubmitExecutionReceipt": { mode: "agent" },
+  "ExecutionReportService.SubmitAdapterReport": { mode: "agent" },
+  "ReconciliationService.Reconcile": { mode: "operator" },
   "ServerReflection.ServerReflectionInfo": { mode: "public" },
 };
 

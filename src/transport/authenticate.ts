@@ -36,8 +36,8 @@ export async function authenticate(credentials: Credentials, access: Access, hea
     }
     return credentials.operatorFor(organizationId, clientAddress);
   }
-  if (access.mode === "platform") {
-    throw new MandateError("missing_credentials", "This operation needs the operator key.");
+  if (access.mode === "platform" || access.mode === "operator") {
+    throw new MandateError("missing_credentials", "This platform-internal operation needs the operator key.");
   }
   if (authorization === null) throw new MandateError("missing_credentials", "Authorization: Bearer <key> is required.");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);

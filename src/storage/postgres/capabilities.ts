@@ -38,6 +38,12 @@ export const capabilityStore = {
     return rows[0] ?? null;
   },
 
+  /** The decision's capability (there is at most one), or null. */
+  async byDecision(q: Queryable, organizationId: string, decisionId: string): Promise<CapabilityRow | null> {
+    const { rows } = await q.query<CapabilityRow>("SELECT * FROM capabilities WHERE organization_id = $1 AND decision_id = $2", [organizationId, decisionId]);
+    return rows[0] ?? null;
+  },
+
   /**
    * Consumes in ONE statement: unexpired, the agent, organization and any bound
    * integration still active, and not yet consumed. Concurrent consumes
@@ -51,7 +57,7 @@ export const capabilityStore = {
           AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
           AND (c.integration_id IS NULL OR EXISTS (
                 SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
-                  AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')))
+                  AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))
         RETURNING *`,
       [capabilityId, by],
     );
@@ -66,7 +72,7 @@ export const capabilityStore = {
                    AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
                    AND (c.integration_id IS NULL OR EXISTS (
                         SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
-                          AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')))) AS inactive,
+                          AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))) AS inactive,
               c.consumed_at IS NOT NULL AS consumed
          FROM capabilities c WHERE c.capability_id = $1`,
       [capabilityId],
@@ -80,7 +86,7 @@ export const capabilityStore = {
     const { rows } = await q.query<{ organization: string; agent: string; integration: string | null }>(
       `SELECT o.state AS organization, a.state AS agent,
               CASE WHEN c.integration_id IS NULL THEN NULL
-                   WHEN i.state = 'active' AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active')
+                   WHEN i.state = 'active' AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')
                    THEN 'active' ELSE 'inactive' END AS integration
          FROM capabilities c JOIN organizations o USING (organization_id) JOIN agents a ON a.agent_id = c.agent_id
          LEFT JOIN integrations i ON i.integration_id = c.integration_id

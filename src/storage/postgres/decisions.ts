@@ -1,3 +1,4 @@
+import type { ReconciliationRow } from "./execution.js";
 import type { Queryable } from "./database.js";
 
 /** Outcomes; there is no fourth. */
@@ -32,6 +33,8 @@ export interface DecisionRow {
   evaluated_at: Date;
   resolution: ReviewEntry | null;
   approvals: ReviewEntry[];
+  /** Early access: the latest reconciliation, when one was computed. */
+  reconciliation?: Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> & { reconciled_at: string } | null;
 }
 
 /** What the signed-intent path needs to know about the signer in one round trip. */
@@ -71,7 +74,11 @@ export const decisionStore = {
   /** One decision of the organization (locked for the transaction when asked), or null. */
   async get(q: Queryable, organizationId: string, decisionId: string, lock = false): Promise<DecisionRow | null> {
     const { rows } = await q.query<DecisionRow>(
-      `SELECT * FROM decisions WHERE organization_id = $1 AND decision_id = $2${lock ? " FOR UPDATE" : ""}`,
+      lock
+        ? "SELECT * FROM decisions WHERE organization_id = $1 AND decision_id = $2 FOR UPDATE"
+        : `SELECT d.*, (SELECT row_to_json(r) FROM (SELECT status, receipt_id, reported_by, reconciled_at FROM reconciliations
+                          WHERE decision_id = d.decision_id ORDER BY reconciled_at DESC LIMIT 1) r) AS reconciliation
+             FROM decisions d WHERE d.organization_id = $1 AND d.decision_id = $2`,
       [organizationId, decisionId],
     );
     return rows[0] ?? null;

@@ -29,6 +29,7 @@ export interface AdapterRow {
   name: string;
   public_key: string;
   state: "active" | "suspended" | "revoked";
+  role: "adapter" | "destination";
   created_at: Date;
 }
 
@@ -61,7 +62,7 @@ export const integrationStore = {
   /** Adapters of these integrations. */
   async adapters(q: Queryable, integrationIds: readonly string[]): Promise<AdapterRow[]> {
     const { rows } = await q.query<AdapterRow>(
-      "SELECT adapter_id, integration_id, name, public_key, state, created_at FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at",
+      "SELECT adapter_id, integration_id, name, public_key, state, role, created_at FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at",
       [integrationIds],
     );
     return rows;
@@ -97,12 +98,31 @@ export const integrationStore = {
   },
 
   /** Registers an adapter; a unique violation means the key is taken. */
-  async insertAdapter(q: Queryable, a: { adapter_id: string; integration_id: string; organization_id: string; name: string; public_key: string }): Promise<AdapterRow> {
+  async insertAdapter(
+    q: Queryable,
+    a: { adapter_id: string; integration_id: string; organization_id: string; name: string; public_key: string; role: AdapterRow["role"] },
+  ): Promise<AdapterRow> {
     const { rows } = await q.query<AdapterRow>(
-      `INSERT INTO adapters (adapter_id, integration_id, organization_id, name, public_key) VALUES ($1, $2, $3, $4, $5)
-       RETURNING adapter_id, integration_id, name, public_key, state, created_at`,
-      [a.adapter_id, a.integration_id, a.organization_id, a.name, a.public_key],
+      `INSERT INTO adapters (adapter_id, integration_id, organization_id, name, public_key, role) VALUES ($1, $2, $3, $4, $5, $6)
+       RETURNING adapter_id, integration_id, name, public_key, state, role, created_at`,
+      [a.adapter_id, a.integration_id, a.organization_id, a.name, a.public_key, a.role],
     );
     return rows[0]!;
+  },
+
+  /** Moves an adapter of the integration from one of `from` to `to`; null when it is missing or in another state. */
+  async setAdapterState(q: Queryable, organizationId: string, integrationId: string, adapterId: string, from: readonly string[], to: string): Promise<AdapterRow | null> {
+    const { rows } = await q.query<AdapterRow>(
+      `UPDATE adapters SET state = $5 WHERE organization_id = $1 AND integration_id = $2 AND adapter_id = $3 AND state = ANY($4::text[])
+       RETURNING adapter_id, integration_id, name, public_key, state, role, created_at`,
+      [organizationId, integrationId, adapterId, from, to],
+    );
+    return rows[0] ?? null;
+  },
+
+  /** An adapter (any organization) by id, with its organization, for signature checks. */
+  async adapter(q: Queryable, adapterId: string): Promise<(AdapterRow & { organization_id: string }) | null> {
+    const { rows } = await q.query<AdapterRow & { organization_id: string }>("SELECT * FROM adapters WHERE adapter_id = $1", [adapterId]);
+    return rows[0] ?? null;
   },
 };

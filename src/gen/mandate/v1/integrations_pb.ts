@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/integrations.proto.
  */
 export const file_mandate_v1_integrations: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tYW5kYXRlL3YxL2ludGVncmF0aW9ucy5wcm90bxIKbWFuZGF0ZS52MSKAAgoLSW50ZWdyYXRpb24SFgoOaW50ZWdyYXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdhY3Rpb25zGAMgAygJEisKBXN0YXRlGAQgASgOMhwubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlEjYKEWNvbnRyYWN0X3ZlcnNpb25zGAUgAygLMhsubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb24SJQoIYWRhcHRlcnMYBiADKAsyEy5tYW5kYXRlLnYxLkFkYXB0ZXISLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AIKD0NvbnRyYWN0VmVyc2lvbhIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi8KBXN0YXRlGAMgASgOMiAubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb25TdGF0ZRIVCg1yZXNvdXJjZV9wYXRoGAQgASgJEkoKEGNvbnRleHRfYmluZGluZ3MYBSADKAsyMC5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbi5Db250ZXh0QmluZGluZ3NFbnRyeRIOCgZhdXRob3IYBiABKAkSEAoIYXBwcm92ZXIYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaNgoUQ29udGV4dEJpbmRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASK0AQoHQWRhcHRlchISCgphZGFwdGVyX2lkGAEgASgJEhYKDmludGVncmF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEgoKcHVibGljX2tleRgEIAEoCRIrCgVzdGF0ZRgFIAEoDjIcLm1hbmRhdGUudjEuSW50ZWdyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI5ChhDcmVhdGVJbnRlZ3JhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIhkKF0xpc3RJbnRlZ3JhdGlvbnNSZXF1ZXN0IkkKGExpc3RJbnRlZ3JhdGlvbnNSZXNwb25zZRItCgxpbnRlZ3JhdGlvbnMYASADKAsyFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIi8KFUdldEludGVncmF0aW9uUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCSJBChdJbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki3gEKHENyZWF0ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSFQoNcmVzb3VyY2VfcGF0aBgCIAEoCRJXChBjb250ZXh0X2JpbmRpbmdzGAMgAygLMj0ubWFuZGF0ZS52MS5DcmVhdGVDb250cmFjdFZlcnNpb25SZXF1ZXN0LkNvbnRleHRCaW5kaW5nc0VudHJ5GjYKFENvbnRleHRCaW5kaW5nc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAodQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSDwoHdmVyc2lvbhgCIAEoBSJSChZSZWdpc3RlckFkYXB0ZXJSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCSq7AQoQSW50ZWdyYXRpb25TdGF0ZRIhCh1JTlRFR1JBVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEigKGElOVEVHUkFUSU9OX1NUQVRFX0FDVElWRRABGgrK8xgGYWN0aXZlEi4KG0lOVEVHUkFUSU9OX1NUQVRFX1NVU1BFTkRFRBACGg3K8xgJc3VzcGVuZGVkEioKGUlOVEVHUkFUSU9OX1NUQVRFX1JFVk9LRUQQAxoLyvMYB3Jldm9rZWQq1wEKFENvbnRyYWN0VmVyc2lvblN0YXRlEiYKIkNPTlRSQUNUX1ZFUlNJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIxCh9DT05UUkFDVF9WRVJTSU9OX1NUQVRFX1BST1BPU0VEEAEaDMrzGAhwcm9wb3NlZBItCh1DT05UUkFDVF9WRVJTSU9OX1NUQVRFX0FDVElWRRACGgrK8xgGYWN0aXZlEjUKIUNPTlRSQUNUX1ZFUlNJT05fU1RBVEVfU1VQRVJTRURFRBADGg7K8xgKc3VwZXJzZWRlZDLtCAoSSW50ZWdyYXRpb25TZXJ2aWNlEm8KEUNyZWF0ZUludGVncmF0aW9uEiQubWFuZGF0ZS52MS5DcmVhdGVJbnRlZ3JhdGlvblJlcXVlc3QaFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIhuC0+STAhU6ASoiEC92MS9pbnRlZ3JhdGlvbnMSdwoQTGlzdEludGVncmF0aW9ucxIjLm1hbmRhdGUudjEuTGlzdEludGVncmF0aW9uc1JlcXVlc3QaJC5tYW5kYXRlLnYxLkxpc3RJbnRlZ3JhdGlvbnNSZXNwb25zZSIYgtPkkwISEhAvdjEvaW50ZWdyYXRpb25zEncKDkdldEludGVncmF0aW9uEiEubWFuZGF0ZS52MS5HZXRJbnRlZ3JhdGlvblJlcXVlc3QaFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIimC0+STAiMSIS92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfRKIAQoSU3VzcGVuZEludGVncmF0aW9uEiMubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iNILT5JMCLjoBKiIpL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L3N1c3BlbmQSjgEKFVJlYWN0aXZhdGVJbnRlZ3JhdGlvbhIjLm1hbmRhdGUudjEuSW50ZWdyYXRpb25TdGF0ZVJlcXVlc3QaFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIjeC0+STAjE6ASoiLC92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9yZWFjdGl2YXRlEp4BChVDcmVhdGVDb250cmFjdFZlcnNpb24SKC5tYW5kYXRlLnYxLkNyZWF0ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbiI+gtPkkwI4OgEqIjMvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vY29udHJhY3QtdmVyc2lvbnMSsgEKFkFwcHJvdmVDb250cmFjdFZlcnNpb24SKS5tYW5kYXRlLnYxLkFwcHJvdmVDb250cmFjdFZlcnNpb25SZXF1ZXN0GhsubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb24iUILT5JMCSjoBKiJFL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L2NvbnRyYWN0LXZlcnNpb25zL3t2ZXJzaW9ufS9hcHByb3ZlEoEBCg9SZWdpc3RlckFkYXB0ZXISIi5tYW5kYXRlLnYxLlJlZ2lzdGVyQWRhcHRlclJlcXVlc3QaEy5tYW5kYXRlLnYxLkFkYXB0ZXIiNYLT5JMCLzoBKiIqL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L2FkYXB0ZXJzYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
+  fileDesc("Ch1tYW5kYXRlL3YxL2ludGVncmF0aW9ucy5wcm90bxIKbWFuZGF0ZS52MSKAAgoLSW50ZWdyYXRpb24SFgoOaW50ZWdyYXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdhY3Rpb25zGAMgAygJEisKBXN0YXRlGAQgASgOMhwubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlEjYKEWNvbnRyYWN0X3ZlcnNpb25zGAUgAygLMhsubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb24SJQoIYWRhcHRlcnMYBiADKAsyEy5tYW5kYXRlLnYxLkFkYXB0ZXISLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AIKD0NvbnRyYWN0VmVyc2lvbhIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi8KBXN0YXRlGAMgASgOMiAubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb25TdGF0ZRIVCg1yZXNvdXJjZV9wYXRoGAQgASgJEkoKEGNvbnRleHRfYmluZGluZ3MYBSADKAsyMC5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbi5Db250ZXh0QmluZGluZ3NFbnRyeRIOCgZhdXRob3IYBiABKAkSEAoIYXBwcm92ZXIYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaNgoUQ29udGV4dEJpbmRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLbAQoHQWRhcHRlchISCgphZGFwdGVyX2lkGAEgASgJEhYKDmludGVncmF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEgoKcHVibGljX2tleRgEIAEoCRIrCgVzdGF0ZRgFIAEoDjIcLm1hbmRhdGUudjEuSW50ZWdyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRyb2xlGAcgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSI5ChhDcmVhdGVJbnRlZ3JhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIhkKF0xpc3RJbnRlZ3JhdGlvbnNSZXF1ZXN0IkkKGExpc3RJbnRlZ3JhdGlvbnNSZXNwb25zZRItCgxpbnRlZ3JhdGlvbnMYASADKAsyFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIi8KFUdldEludGVncmF0aW9uUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCSJBChdJbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki3gEKHENyZWF0ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSFQoNcmVzb3VyY2VfcGF0aBgCIAEoCRJXChBjb250ZXh0X2JpbmRpbmdzGAMgAygLMj0ubWFuZGF0ZS52MS5DcmVhdGVDb250cmFjdFZlcnNpb25SZXF1ZXN0LkNvbnRleHRCaW5kaW5nc0VudHJ5GjYKFENvbnRleHRCaW5kaW5nc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAodQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSDwoHdmVyc2lvbhgCIAEoBSJ5ChZSZWdpc3RlckFkYXB0ZXJSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIlCgRyb2xlGAQgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSJRChNBZGFwdGVyU3RhdGVSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEhIKCmFkYXB0ZXJfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJKoEBCgtBZGFwdGVyUm9sZRIcChhBREFQVEVSX1JPTEVfVU5TUEVDSUZJRUQQABIlChRBREFQVEVSX1JPTEVfQURBUFRFUhABGgvK8xgHYWRhcHRlchItChhBREFQVEVSX1JPTEVfREVTVElOQVRJT04QAhoPyvMYC2Rlc3RpbmF0aW9uKrsBChBJbnRlZ3JhdGlvblN0YXRlEiEKHUlOVEVHUkFUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKAoYSU5URUdSQVRJT05fU1RBVEVfQUNUSVZFEAEaCsrzGAZhY3RpdmUSLgobSU5URUdSQVRJT05fU1RBVEVfU1VTUEVOREVEEAIaDcrzGAlzdXNwZW5kZWQSKgoZSU5URUdSQVRJT05fU1RBVEVfUkVWT0tFRBADGgvK8xgHcmV2b2tlZCrXAQoUQ29udHJhY3RWZXJzaW9uU3RhdGUSJgoiQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEjEKH0NPTlRSQUNUX1ZFUlNJT05fU1RBVEVfUFJPUE9TRUQQARoMyvMYCHByb3Bvc2VkEi0KHUNPTlRSQUNUX1ZFUlNJT05fU1RBVEVfQUNUSVZFEAIaCsrzGAZhY3RpdmUSNQohQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9TVVBFUlNFREVEEAMaDsrzGApzdXBlcnNlZGVkMrAMChJJbnRlZ3JhdGlvblNlcnZpY2USbwoRQ3JlYXRlSW50ZWdyYXRpb24SJC5tYW5kYXRlLnYxLkNyZWF0ZUludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iG4LT5JMCFToBKiIQL3YxL2ludGVncmF0aW9ucxJ3ChBMaXN0SW50ZWdyYXRpb25zEiMubWFuZGF0ZS52MS5MaXN0SW50ZWdyYXRpb25zUmVxdWVzdBokLm1hbmRhdGUudjEuTGlzdEludGVncmF0aW9uc1Jlc3BvbnNlIhiC0+STAhISEC92MS9pbnRlZ3JhdGlvbnMSdwoOR2V0SW50ZWdyYXRpb24SIS5tYW5kYXRlLnYxLkdldEludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iKYLT5JMCIxIhL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9EogBChJTdXNwZW5kSW50ZWdyYXRpb24SIy5tYW5kYXRlLnYxLkludGVncmF0aW9uU3RhdGVSZXF1ZXN0GhcubWFuZGF0ZS52MS5JbnRlZ3JhdGlvbiI0gtPkkwIuOgEqIikvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vc3VzcGVuZBKOAQoVUmVhY3RpdmF0ZUludGVncmF0aW9uEiMubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iN4LT5JMCMToBKiIsL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L3JlYWN0aXZhdGUSngEKFUNyZWF0ZUNvbnRyYWN0VmVyc2lvbhIoLm1hbmRhdGUudjEuQ3JlYXRlQ29udHJhY3RWZXJzaW9uUmVxdWVzdBobLm1hbmRhdGUudjEuQ29udHJhY3RWZXJzaW9uIj6C0+STAjg6ASoiMy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9jb250cmFjdC12ZXJzaW9ucxKyAQoWQXBwcm92ZUNvbnRyYWN0VmVyc2lvbhIpLm1hbmRhdGUudjEuQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbiJQgtPkkwJKOgEqIkUvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vY29udHJhY3QtdmVyc2lvbnMve3ZlcnNpb259L2FwcHJvdmUSgQEKD1JlZ2lzdGVyQWRhcHRlchIiLm1hbmRhdGUudjEuUmVnaXN0ZXJBZGFwdGVyUmVxdWVzdBoTLm1hbmRhdGUudjEuQWRhcHRlciI1gtPkkwIvOgEqIiovdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vYWRhcHRlcnMSkgEKDlN1c3BlbmRBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkqC0+STAkQ6ASoiPy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vc3VzcGVuZBKYAQoRUmVhY3RpdmF0ZUFkYXB0ZXISHy5tYW5kYXRlLnYxLkFkYXB0ZXJTdGF0ZVJlcXVlc3QaEy5tYW5kYXRlLnYxLkFkYXB0ZXIiTYLT5JMCRzoBKiJCL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L2FkYXB0ZXJzL3thZGFwdGVyX2lkfS9yZWFjdGl2YXRlEpABCg1SZXZva2VBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkmC0+STAkM6ASoiPi92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vcmV2b2tlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
 
 /**
  * An integration: a destination system some actions go to.
@@ -158,6 +158,11 @@ export type Adapter = Message<"mandate.v1.Adapter"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 6;
    */
   createdAt?: Timestamp;
+
+  /**
+   * @generated from field: mandate.v1.AdapterRole role = 7;
+   */
+  role: AdapterRole;
 };
 
 /**
@@ -345,6 +350,13 @@ export type RegisterAdapterRequest = Message<"mandate.v1.RegisterAdapterRequest"
    * @generated from field: string public_key = 3;
    */
   publicKey: string;
+
+  /**
+   * adapter when unset.
+   *
+   * @generated from field: mandate.v1.AdapterRole role = 4;
+   */
+  role: AdapterRole;
 };
 
 /**
@@ -353,6 +365,68 @@ export type RegisterAdapterRequest = Message<"mandate.v1.RegisterAdapterRequest"
  */
 export const RegisterAdapterRequestSchema: GenMessage<RegisterAdapterRequest> = /*@__PURE__*/
   messageDesc(file_mandate_v1_integrations, 10);
+
+/**
+ * Request of SuspendAdapter, ReactivateAdapter and RevokeAdapter.
+ *
+ * @generated from message mandate.v1.AdapterStateRequest
+ */
+export type AdapterStateRequest = Message<"mandate.v1.AdapterStateRequest"> & {
+  /**
+   * @generated from field: string integration_id = 1;
+   */
+  integrationId: string;
+
+  /**
+   * @generated from field: string adapter_id = 2;
+   */
+  adapterId: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message mandate.v1.AdapterStateRequest.
+ * Use `create(AdapterStateRequestSchema)` to create a new message.
+ */
+export const AdapterStateRequestSchema: GenMessage<AdapterStateRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_integrations, 11);
+
+/**
+ * What a registered integration identity is.
+ *
+ * @generated from enum mandate.v1.AdapterRole
+ */
+export enum AdapterRole {
+  /**
+   * @generated from enum value: ADAPTER_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Trusted execution adapter: reports attempted operations and execution
+   * receipts; Capabilities of the integration are bound to it.
+   *
+   * @generated from enum value: ADAPTER_ROLE_ADAPTER = 1;
+   */
+  ADAPTER = 1,
+
+  /**
+   * Destination identity: reports execution receipts only.
+   *
+   * @generated from enum value: ADAPTER_ROLE_DESTINATION = 2;
+   */
+  DESTINATION = 2,
+}
+
+/**
+ * Describes the enum mandate.v1.AdapterRole.
+ */
+export const AdapterRoleSchema: GenEnum<AdapterRole> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_integrations, 0);
 
 /**
  * State of an integration or adapter.
@@ -385,7 +459,7 @@ export enum IntegrationState {
  * Describes the enum mandate.v1.IntegrationState.
  */
 export const IntegrationStateSchema: GenEnum<IntegrationState> = /*@__PURE__*/
-  enumDesc(file_mandate_v1_integrations, 0);
+  enumDesc(file_mandate_v1_integrations, 1);
 
 /**
  * State of a contract version.
@@ -418,7 +492,7 @@ export enum ContractVersionState {
  * Describes the enum mandate.v1.ContractVersionState.
  */
 export const ContractVersionStateSchema: GenEnum<ContractVersionState> = /*@__PURE__*/
-  enumDesc(file_mandate_v1_integrations, 1);
+  enumDesc(file_mandate_v1_integrations, 2);
 
 /**
  * Integrations, their governance-approved contracts and trusted adapters.
@@ -497,13 +571,43 @@ export const IntegrationService: GenService<{
     output: typeof ContractVersionSchema;
   },
   /**
-   * Registers the integration's trusted adapter identity. ORG_ADMIN.
+   * Registers a trusted adapter (or destination) identity of the integration. ORG_ADMIN.
    *
    * @generated from rpc mandate.v1.IntegrationService.RegisterAdapter
    */
   registerAdapter: {
     methodKind: "unary";
     input: typeof RegisterAdapterRequestSchema;
+    output: typeof AdapterSchema;
+  },
+  /**
+   * active → suspended: Capabilities bound to the adapter cannot be consumed. ORG_ADMIN.
+   *
+   * @generated from rpc mandate.v1.IntegrationService.SuspendAdapter
+   */
+  suspendAdapter: {
+    methodKind: "unary";
+    input: typeof AdapterStateRequestSchema;
+    output: typeof AdapterSchema;
+  },
+  /**
+   * suspended → active. ORG_ADMIN.
+   *
+   * @generated from rpc mandate.v1.IntegrationService.ReactivateAdapter
+   */
+  reactivateAdapter: {
+    methodKind: "unary";
+    input: typeof AdapterStateRequestSchema;
+    output: typeof AdapterSchema;
+  },
+  /**
+   * active | suspended → revoked (terminal). ORG_ADMIN.
+   *
+   * @generated from rpc mandate.v1.IntegrationService.RevokeAdapter
+   */
+  revokeAdapter: {
+    methodKind: "unary";
+    input: typeof AdapterStateRequestSchema;
     output: typeof AdapterSchema;
   },
 }> = /*@__PURE__*/

@@ -1,0 +1,216 @@
+import { createHash } from "node:crypto";
+import type { Database } from "../storage/postgres/database.js";
+import { capabilityStore } from "../storage/postgres/capabilities.js";
+import { decisionStore } from "../storage/postgres/decisions.js";
+import { executionStore, type AdapterReportRow, type ReceiptRow, type ReconciliationRow } from "../storage/postgres/execution.js";
+import { integrationStore } from "../storage/postgres/integrations.js";
+import type { OrgCaller } from "./caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
+import { newId } from "./ids.js";
+import { parsePublicKey, signatureValid } from "./signatures.js";
+
+type Json = Record<string, unknown>;
+
+function parseSigned(bytes: Uint8Array, fields: readonly string[]): Json {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(bytes).toString("utf8"));
+  } catch {
+    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw validationFailed([{ field: "(body)", code: "invalid_type", message: "expected an object" }]);
+  const errors: FieldError[] = Object.keys(doc).filter((k) => !fields.includes(k)).map((k) => ({ field: k, code: "unknown_field", message: "unknown field" }));
+  if (errors.length) throw validationFailed(errors);
+  return doc as Json;
+}
+
+function requireString(errors: FieldError[], d: Json, key: string, max = 128): string {
+  const v = d[key];
+  if (typeof v !== "string" || v.length === 0 || v.length > max) errors.push({ field: key, code: "required", message: `a string of 1..${max} characters` });
+  return typeof v === "string" ? v : "";
+}
+
+function stringMap(errors: FieldError[], d: Json, key: string): Record<string, string> {
+  const v = d[key];
+  if (typeof v !== "object" || v === null || Array.isArray(v) || !Object.values(v).every((x) => typeof x === "string")) {
+    errors.push({ field: key, code: "invalid_type", message: "an object of string values" });
+    return {};
+  }
+  return v as Record<string, string>;
+}
+
+function timestamp(errors: FieldError[], d: Json, key: string): Date {
+  const at = typeof d[key] === "string" ? new Date(d[key] as string) : new Date(NaN);
+  if (Number.isNaN(at.getTime())) errors.push({ field: key, code: "invalid_format", message: "an ISO 8601 timestamp" });
+  return at;
+}
+
+/** Reads a dotted path such as `context.po_number` out of an Intent. */
+function at(intent: Json, path: string): unknown {
+  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Json)[k] : undefined), intent);
+}
+
+/**
+ * Early access: what trusted adapters and destinations report, and the
+ * reconciliation of receipts against what was authorized. It authenticates who
+ * reported and compares content; it never claims the real-world outcome.
+ */
+export class Execution {
+  constructor(
+    private readonly db: Database,
+    private readonly evidence: EvidenceLog,
+  ) {}
+
+  /** The adapter or destination identity that signed `bytes`; 401 for anything else (an agent's key included). */
+  private async reporter(keyId: string, signature: string, bytes: Uint8Array, role?: "adapter") {
+    const adapter = keyId.length <= 64 ? await integrationStore.adapter(this.db.pool, keyId) : null;
+    if (!adapter || (role && adapter.role !== role)) throw new MandateError("unknown_key", "The signer is not a registered adapter or destination identity.");
+    if (!signatureValid(parsePublicKey(adapter.public_key), signature, bytes)) throw new MandateError("signature_invalid", "The signature does not verify over the request body.");
+    if (adapter.state !== "active") throw new MandateError("permission_denied", `The reporting identity is ${adapter.state}.`);
+    return adapter;
+  }
+
+  /** Records a signed execution receipt for a consumed Capability of the reporter's integration. Idempotent per receipt_id. */
+  async submitReceipt(keyId: string, signature: string, bytes: Uint8Array): Promise<ReceiptRow> {
+    const adapter = await this.reporter(keyId, signature, bytes);
+    const d = parseSigned(bytes, ["capability_id", "receipt_id", "status", "executed_fields", "reported_at"]);
+    const errors: FieldError[] = [];
+    const capabilityId = requireString(errors, d, "capability_id");
+    const receiptId = requireString(errors, d, "receipt_id");
+    const status = d.status;
+    if (status !== "executed" && status !== "failed" && status !== "partial") errors.push({ field: "status", code: "invalid_enum", message: 'one of "executed", "failed", "partial"' });
+    const executed = stringMap(errors, d, "executed_fields");
+    const reportedAt = timestamp(errors, d, "reported_at");
+    if (errors.length) throw validationFailed(errors);
+    const cap = await capabilityStore.get(this.db.pool, adapter.organization_id, capabilityId);
+    // Another organization's capability, or one outside the reporter's integration, does not exist for it.
+    if (!cap || cap.integration_id !== adapter.integration_id) throw notFound("Capability");
+    if (!cap.consumed_at) throw new MandateError("invalid_transition", "The Capability was never consumed; nothing can have executed under it.");
+    const bodySha = createHash("sha256").update(bytes).digest();
+    return this.db.transaction(async (tx) => {
+      const { row, inserted } = await executionStore.insertReceipt(tx, {
+        organization_id: adapter.organization_id,
+        receipt_id: receiptId,
+        capability_id: capabilityId,
+        decision_id: cap.decision_id,
+        reported_by: adapter.adapter_id,
+        status: status as ReceiptRow["status"],
+        executed_fields: executed,
+        reported_at: reportedAt,
+        body_sha256: bodySha,
+        evidence_id: "",
+      });
+      if (!inserted) {
+        if (!row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This receipt_id was already used for a different receipt.");
+        return row;
+      }
+      const [record] = await this.evidence.append(tx, [
+        {
+          organizationId: adapter.organization_id,
+          kind: "receipt.received",
+          subjectId: cap.decision_id,
+          payload: { receipt_id: receiptId, capability_id: capabilityId, decision_id: cap.decision_id, reported_by: adapter.adapter_id, role: adapter.role, status: status as string, executed_fields: executed, reported_at: reportedAt.toISOString(), receipt_sha256: bodySha.toString("hex") },
+        },
+      ]);
+      await executionStore.setEvidence(tx, "execution_receipts", adapter.organization_id, receiptId, record!.evidence_id);
+      return { ...row, evidence_id: record!.evidence_id };
+    });
+  }
+
+  /** Records an adapter's independent report of an attempted operation, compared with the Intent on the contract's declared fields. */
+  async submitAdapterReport(keyId: string, signature: string, bytes: Uint8Array): Promise<AdapterReportRow> {
+    const adapter = await this.reporter(keyId, signature, bytes, "adapter");
+    const d = parseSigned(bytes, ["decision_id", "report_id", "operation", "reported_at"]);
+    const errors: FieldError[] = [];
+    const decisionId = requireString(errors, d, "decision_id");
+    const reportId = requireString(errors, d, "report_id");
+    const operation = stringMap(errors, d, "operation");
+    timestamp(errors, d, "reported_at");
+    if (errors.length) throw validationFailed(errors);
+    const decision = await decisionStore.get(this.db.pool, adapter.organization_id, decisionId);
+    if (!decision || decision.integration_id !== adapter.integration_id || !decision.contract_version) throw notFound("Decision");
+    const contract = (await capabilityStore.contractBindings(this.db.pool, adapter.integration_id, decision.contract_version))!;
+    const declared: Record<string, string> = { ...contract.context_bindings, resource: contract.resource_path };
+    const differing = Object.entries(declared)
+      .filter(([field, path]) => {
+        const v = at(decision.intent, path);
+        return (v === undefined ? undefined : String(v)) !== operation[field];
+      })
+      .map(([field]) => field);
+    const bodySha = createHash("sha256").update(bytes).digest();
+    return this.db.transaction(async (tx) => {
+      const { row, inserted } = await executionStore.insertReport(tx, {
+        organization_id: adapter.organization_id,
+        report_id: reportId,
+        decision_id: decisionId,
+        adapter_id: adapter.adapter_id,
+        operation,
+        comparison: differing.length ? "MISMATCHED" : "MATCHED",
+        differing_fields: differing,
+        body_sha256: bodySha,
+        evidence_id: "",
+      });
+      if (!inserted) {
+        if (!row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This report_id was already used for a different report.");
+        return row;
+      }
+      const [record] = await this.evidence.append(tx, [
+        {
+          organizationId: adapter.organization_id,
+          kind: "adapter.report_received",
+          subjectId: decisionId,
+          payload: { report_id: reportId, decision_id: decisionId, adapter_id: adapter.adapter_id, operation, comparison: row.comparison, differing_fields: differing },
+        },
+      ]);
+      await executionStore.setEvidence(tx, "adapter_reports", adapter.organization_id, reportId, record!.evidence_id);
+      return { ...row, evidence_id: record!.evidence_id };
+    });
+  }
+
+  /**
+   * Computes and records the reconciliation of a decision (exactly one of the
+   * six outcomes). A consumed Capability without a receipt is RECEIPT_MISSING
+   * and nothing else happens: no failure label, no retry, no reissue.
+   */
+  async reconcile(caller: OrgCaller, decisionId: string): Promise<ReconciliationRow> {
+    const decision = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    if (!decision) throw notFound("Decision");
+    const cap = await capabilityStore.byDecision(this.db.pool, caller.organizationId, decisionId);
+    const receipts = await executionStore.receipts(this.db.pool, caller.organizationId, decisionId);
+    const verdict = ((): Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> => {
+      const none = { receipt_id: "", reported_by: "" };
+      // Nothing was authorized to execute, or receipts disagree: no confident answer.
+      if (!cap?.consumed_at) return { status: "INDETERMINATE", ...none };
+      if (receipts.length === 0) return { status: "RECEIPT_MISSING", ...none };
+      const first = receipts[0]!;
+      const same = (r: ReceiptRow) => r.status === first.status && JSON.stringify(Object.entries(r.executed_fields).sort()) === JSON.stringify(Object.entries(first.executed_fields).sort());
+      const latest = receipts[receipts.length - 1]!;
+      const ref = { receipt_id: latest.receipt_id, reported_by: latest.reported_by };
+      if (!receipts.every(same)) return { status: "INDETERMINATE", ...ref };
+      if (first.status === "failed") return { status: "EXECUTION_FAILED", ...ref };
+      if (first.status === "partial") return { status: "PARTIAL", ...ref };
+      // Only the bound (declared) fields are compared; undeclared ones are neither compared nor protected.
+      const authorized: Record<string, string> = { ...cap.constraints, ...(cap.resource ? { resource: cap.resource } : {}) };
+      const reported = first.executed_fields;
+      if (Object.entries(authorized).some(([k, v]) => k in reported && reported[k] !== v)) return { status: "MISMATCHED", ...ref };
+      if (Object.keys(authorized).some((k) => !(k in reported))) return { status: "INDETERMINATE", ...ref };
+      return { status: "MATCHED", ...ref };
+    })();
+    const reconciledAt = new Date();
+    return this.db.transaction(async (tx) => {
+      const [record] = await this.evidence.append(tx, [
+        {
+          organizationId: caller.organizationId,
+          kind: "reconciliation",
+          subjectId: decisionId,
+          payload: { decision_id: decisionId, status: verdict.status, receipt_id: verdict.receipt_id, reported_by: verdict.reported_by, receipts: receipts.map((r) => r.receipt_id), by: caller.identity, reconciled_at: reconciledAt.toISOString() },
+        },
+      ]);
+      const row: ReconciliationRow = { reconciliation_id: newId("rec"), organization_id: caller.organizationId, decision_id: decisionId, ...verdict, reconciled_at: reconciledAt, evidence_id: record!.evidence_id };
+      await executionStore.insertReconciliation(tx, row);
+      return row;
+    });
+  }
+
+}
