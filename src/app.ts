@@ -18,6 +18,7 @@ import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
 import { CapabilityServiceImpl } from "./services/capabilities.js";
 import { CapabilityMirror } from "./storage/redis/capability-mirror.js";
 import { Intents } from "./domain/intents.js";
+import { DecisionWriter } from "./domain/decision-writer.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEngine } from "./policy/engine.js";
 import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
@@ -76,7 +77,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const agents = new Agents(db, evidence, signatures, async (a) => {
       await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);
     });
-    const intents = new Intents(db, evidence, signatures, policies, config.limits);
+    const intents = new Intents(db, new DecisionWriter(db, evidence), signatures, policies, config.limits);
     const decisions = new Decisions(db, evidence, signatures, config.limits.requestedAtSkewSeconds);
     const execution = new Execution(db, evidence);
     const services: RegisteredService[] = [

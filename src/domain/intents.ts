@@ -5,7 +5,7 @@ import { isUniqueViolation } from "../storage/postgres/database.js";
 import type { CertificateRow } from "../storage/postgres/agents.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import { MandateError, validationFailed, type FieldError } from "./errors.js";
-import type { EvidenceLog } from "./evidence-log.js";
+import type { DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
 import type { Evaluation, Policies } from "./policies.js";
 import { AgentSignatures, requireSigningState } from "./signatures.js";
@@ -89,7 +89,7 @@ export function parseIntent(bytes: Uint8Array): Intent {
 export class Intents {
   constructor(
     private readonly db: Database,
-    private readonly evidence: EvidenceLog,
+    private readonly writer: DecisionWriter,
     private readonly signatures: AgentSignatures,
     private readonly policies: Policies,
     private readonly limits: Limits,
@@ -111,16 +111,13 @@ export class Intents {
       throw new MandateError("request_expired", `requested_at must be within ${this.limits.requestedAtSkewSeconds} s of server time.`);
     }
     const bodySha = createHash("sha256").update(bytes).digest();
-    const replay = await this.replayed(cert.agent_id, intent.nonce, bodySha);
-    if (replay) return replay;
-
-    const signer = await decisionStore.signerContext(this.db.pool, cert.organization_id, cert.acting_for_principal_id, intent.action);
-    if (!signer) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
+    const context = await decisionStore.intentContext(this.db.pool, cert.organization_id, cert.agent_id, intent.nonce, intent.action);
+    if (context.prior) return this.replay(context.prior, bodySha);
 
     let evaluation: Evaluation | null = null;
     if (cert.agent_state !== "suspended") {
-      if (signer.context_bindings && intent.context) {
-        const undeclared = Object.keys(intent.context).filter((k) => !(k in signer.context_bindings!));
+      if (context.context_bindings && intent.context) {
+        const undeclared = Object.keys(intent.context).filter((k) => !(k in context.context_bindings!));
         if (undeclared.length) {
           throw new MandateError(
             "undeclared_context_field",
@@ -129,20 +126,20 @@ export class Intents {
           );
         }
       }
-      evaluation = await this.policies.evaluate(cert.organization_id, {
+      if (!cert.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
+      const result = await this.policies.evaluateBundle(cert.bundle_digest, {
         intent,
         agent: { agent_id: cert.agent_id, state: cert.agent_state },
-        principal: { principal_id: signer.principal_id, external_ref: signer.external_ref, kind: signer.kind },
+        principal: { principal_id: cert.acting_for_principal_id, external_ref: cert.principal_external_ref, kind: cert.principal_kind },
         now: new Date().toISOString(),
       });
+      evaluation = { ...result, policyVersions: cert.policy_versions ?? {}, graphVersion: cert.graph_version ?? 0, bundleDigest: cert.bundle_digest };
     }
-    return this.record(cert, intent, bodySha, evaluation, signer.integration_id, signer.contract_version);
+    return this.record(cert, intent, bodySha, evaluation, context.integration_id, context.contract_version);
   }
 
   /** The original decision for a repeated nonce with identical bytes; 409 `nonce_reused` for different bytes. */
-  private async replayed(agentId: string, nonce: string, bodySha: Buffer): Promise<DecisionRow | null> {
-    const prior = await decisionStore.byNonce(this.db.pool, agentId, nonce);
-    if (!prior) return null;
+  private replay(prior: DecisionRow, bodySha: Buffer): DecisionRow {
     if (!prior.body_sha256.equals(bodySha)) throw new MandateError("nonce_reused", "This nonce was already used with a different Intent.");
     return prior;
   }
@@ -178,43 +175,27 @@ export class Intents {
       evaluated_at: evaluatedAt,
     };
     try {
-      return await this.db.transaction(async (tx) => {
-        const [record] = await this.evidence.append(
-          tx,
-          [
-            {
-              organizationId: cert.organization_id,
-              kind: "decision",
-              subjectId: decision.decision_id,
-              payload: {
-                decision_id: decision.decision_id,
-                agent_id: cert.agent_id,
-                certificate_id: cert.certificate_id,
-                principal_id: cert.acting_for_principal_id,
-                intent: decision.intent,
-                intent_sha256: bodySha.toString("hex"),
-                outcome,
-                reason: decision.reason,
-                status: decision.status,
-                policy_versions: decision.policy_versions,
-                graph_version: decision.graph_version,
-                bundle_digest: decision.bundle_digest,
-                trace: (evaluation?.trace ?? []) as unknown[],
-                evaluated_at: evaluatedAt.toISOString(),
-              },
-            },
-          ],
-          evaluatedAt,
-        );
-        decision.evidence_id = record!.evidence_id;
-        await decisionStore.insert(tx, decision);
-        return { ...decision, resolution: null, approvals: [] };
+      await this.writer.write(decision, {
+        decision_id: decision.decision_id,
+        agent_id: cert.agent_id,
+        certificate_id: cert.certificate_id,
+        intent: decision.intent,
+        intent_sha256: bodySha.toString("hex"),
+        outcome,
+        reason: decision.reason,
+        status: decision.status,
+        policy_versions: decision.policy_versions,
+        graph_version: decision.graph_version,
+        bundle_digest: decision.bundle_digest,
+        trace: (evaluation?.trace ?? []) as unknown[],
+        evaluated_at: evaluatedAt.toISOString(),
       });
+      return { ...decision, resolution: null, approvals: [] };
     } catch (err) {
       // The same nonce raced in concurrently: answer exactly as for a replay.
       if (isUniqueViolation(err)) {
-        const replay = await this.replayed(cert.agent_id, intent.nonce, bodySha);
-        if (replay) return replay;
+        const prior = await decisionStore.byNonce(this.db.pool, cert.agent_id, intent.nonce);
+        if (prior) return this.replay(prior, bodySha);
       }
       throw err;
     }

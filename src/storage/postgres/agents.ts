@@ -30,6 +30,13 @@ export interface CertificateRow {
   state: "active" | "replaced" | "revoked";
   agent_state: AgentState;
   acting_for_principal_id: string;
+  /** The acting principal, as policy evaluation needs it. */
+  principal_external_ref: string | null;
+  principal_kind: string;
+  /** The organization's policy head at read time (null before any bundle exists). */
+  bundle_digest: string | null;
+  policy_versions: Record<string, number> | null;
+  graph_version: number | null;
 }
 
 const SELECT_AGENT = `
@@ -73,10 +80,9 @@ export const agentStore = {
   },
 
   /** The certificate holding this public key (any organization, any state), or null. */
-  async certificateByKey(q: Queryable, publicKey: string): Promise<CertificateRow | null> {
+  async certificateByKey(q: Queryable, publicKey: string): Promise<Pick<CertificateRow, "certificate_id" | "agent_id" | "organization_id" | "state"> | null> {
     const { rows } = await q.query<CertificateRow>(
-      `SELECT c.certificate_id, c.agent_id, c.organization_id, c.public_key, c.state, a.state AS agent_state, a.acting_for_principal_id
-         FROM certificates c JOIN agents a USING (agent_id) WHERE c.public_key = $1`,
+      "SELECT c.certificate_id, c.agent_id, c.organization_id, c.state FROM certificates c WHERE c.public_key = $1",
       [publicKey],
     );
     return rows[0] ?? null;
@@ -84,9 +90,14 @@ export const agentStore = {
 
   /** A certificate by id with its agent's state, or null. */
   async certificate(q: Queryable, certificateId: string): Promise<CertificateRow | null> {
+    // One round trip gives the signed-request path everything it needs before evaluation.
     const { rows } = await q.query<CertificateRow>(
-      `SELECT c.certificate_id, c.agent_id, c.organization_id, c.public_key, c.state, a.state AS agent_state, a.acting_for_principal_id
-         FROM certificates c JOIN agents a USING (agent_id) WHERE c.certificate_id = $1`,
+      `SELECT c.certificate_id, c.agent_id, c.organization_id, c.public_key, c.state, a.state AS agent_state, a.acting_for_principal_id,
+              p.external_ref AS principal_external_ref, p.kind AS principal_kind,
+              h.bundle_digest, h.policy_versions, h.graph_version
+         FROM certificates c JOIN agents a USING (agent_id) JOIN principals p ON p.principal_id = a.acting_for_principal_id
+         LEFT JOIN policy_heads h ON h.organization_id = c.organization_id
+        WHERE c.certificate_id = $1`,
       [certificateId],
     );
     return rows[0] ?? null;

@@ -37,16 +37,12 @@ export interface DecisionRow {
   reconciliation?: Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> & { reconciled_at: string } | null;
 }
 
-/** What the signed-intent path needs to know about the signer in one round trip. */
-export interface SignerContext {
-  principal_id: string;
-  external_ref: string | null;
-  kind: string;
-  /** The integration covering the action and its active contract, if any. */
+/** The prior decision for a nonce and the integration contract covering an action, read together. */
+export interface IntentContext {
+  prior: DecisionRow | null;
   integration_id: string | null;
   contract_version: number | null;
   context_bindings: Record<string, string> | null;
-  resource_path: string | null;
 }
 
 /** SQL for decisions. */
@@ -61,6 +57,23 @@ export const decisionStore = {
         d.decision_id, d.organization_id, d.agent_id, d.nonce, d.body_sha256, JSON.stringify(d.intent), d.action, d.outcome, d.reason,
         d.status, d.evidence_id, JSON.stringify(d.policy_versions), d.graph_version, d.bundle_digest, d.integration_id, d.contract_version,
         d.evaluated_at,
+      ],
+    );
+  },
+
+  /** Inserts many decisions in one statement (the group commit of the Intent path). */
+  async insertMany(q: Queryable, ds: readonly Omit<DecisionRow, "resolution" | "approvals">[]): Promise<void> {
+    const col = <T>(f: (d: Omit<DecisionRow, "resolution" | "approvals">) => T) => ds.map(f);
+    await q.query(
+      `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
+                              evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[],
+                            $11::text[], $12::jsonb[], $13::int[], $14::text[], $15::text[], $16::int[], $17::timestamptz[])`,
+      [
+        col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
+        col((d) => JSON.stringify(d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
+        col((d) => d.evidence_id), col((d) => JSON.stringify(d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
+        col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
       ],
     );
   },
@@ -110,16 +123,21 @@ export const decisionStore = {
     ]);
   },
 
-  /** The signer's principal and the integration contract covering `action`, in one query. */
-  async signerContext(q: Queryable, organizationId: string, principalId: string, action: string): Promise<SignerContext | null> {
-    const { rows } = await q.query<SignerContext>(
-      `SELECT p.principal_id, p.external_ref, p.kind, ia.integration_id, cv.version AS contract_version, cv.context_bindings, cv.resource_path
-         FROM principals p
-         LEFT JOIN integration_actions ia ON ia.organization_id = p.organization_id AND ia.action = $3
-         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
-        WHERE p.organization_id = $1 AND p.principal_id = $2`,
-      [organizationId, principalId, action],
+  /** The agent's prior decision for `nonce` and the active contract of the integration covering `action`, in one round trip. */
+  async intentContext(q: Queryable, organizationId: string, agentId: string, nonce: string, action: string): Promise<IntentContext> {
+    const { rows } = await q.query<{ prior: DecisionRow | null; integration_id: string | null; contract_version: number | null; context_bindings: Record<string, string> | null }>(
+      `SELECT (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = $2 AND d.nonce = $3) AS prior,
+              ia.integration_id, cv.version AS contract_version, cv.context_bindings
+         FROM (SELECT 1) one
+         LEFT JOIN integration_actions ia ON ia.organization_id = $1 AND ia.action = $4
+         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,
+      [organizationId, agentId, nonce, action],
     );
-    return rows[0] ?? null;
+    const r = rows[0]!;
+    // row_to_json gives JSON types: restore the column types the rest of the code expects.
+    const prior = r.prior
+      ? { ...r.prior, body_sha256: Buffer.from((r.prior.body_sha256 as unknown as string).slice(2), "hex"), evaluated_at: new Date(r.prior.evaluated_at) }
+      : null;
+    return { prior, integration_id: r.integration_id, contract_version: r.contract_version, context_bindings: r.context_bindings };
   },
 };
