@@ -189,11 +189,11 @@ export class Capabilities {
    * (409) leave it unconsumed; a dependency no longer active is 403; a second
    * consume is 409 `capability_consumed`.
    */
-  async verify(caller: OrgCaller, p: Presentation, publicJwks: { keys: object[] }): Promise<CapabilityRow> {
+  async verify(caller: OrgCaller, p: Presentation): Promise<CapabilityRow> {
     let claims: JWTPayload;
     try {
       const { kid } = decodeProtectedHeader(p.token);
-      const jwk = publicJwks.keys.find((k) => (k as { kid?: string }).kid === kid);
+      const jwk = typeof kid === "string" ? await this.evidence.publicJwk(kid) : null;
       if (!jwk) throw new MandateError("capability_token_invalid", "The token is not signed by a key of this service.");
       ({ payload: claims } = await jwtVerify(p.token, importEd25519PublicJwk(jwk as Record<string, unknown>), { issuer: ISSUER, algorithms: ["EdDSA"] }));
     } catch (err) {

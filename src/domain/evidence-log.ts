@@ -45,6 +45,19 @@ export class EvidenceLog {
     return key.kid;
   }
 
+  /**
+   * The public JWK of `kid`, reloading the keyring once when the kid is unknown
+   * (another replica may have rotated); null when no such key exists.
+   */
+  async publicJwk(kid: string): Promise<object | null> {
+    const find = () => this.keyring.jwks().keys.find((k) => k.kid === kid) ?? null;
+    const known = find();
+    if (known) return known;
+    const rows = await evidenceStore.keys(this.db.pool);
+    if (rows.some((r) => r.kid === kid)) this.keyring = new EvidenceKeyring(rows);
+    return find();
+  }
+
   /** The published JWKS, read from the database so keys rotated by another replica appear. */
   async jwks(): Promise<{ keys: object[] }> {
     const rows = await evidenceStore.keys(this.db.pool);

@@ -50,7 +50,6 @@ export class CapabilityServiceImpl implements ServiceImpl<typeof CapabilityServi
     const row = await this.capabilities.verify(
       orgCaller(ctx),
       { token: req.token, audience: req.audience, action: req.action, resource: req.resource, constraints: req.constraints },
-      this.evidence.keys.jwks(),
     );
     return { capabilityId: row.capability_id, decisionId: row.decision_id, resource: row.resource, constraints: row.constraints };
   }
