@@ -26,12 +26,11 @@ checkable if {
 # The acting principal's grants for the intent's action and currency (undefined when none).
 grants := data.mandate.graph_index.authority[input.principal.external_ref][input.intent.action][input.intent.currency]
 
-# Grants still valid at input.now: a valid_until date (YYYY-MM-DD, UTC) is valid through
-# the end of that day. A malformed or missing `now` leaves only grants with no end date.
-live contains grant if {
-	some grant in grants
-	unexpired(grant.valid_until)
-}
+# The grant that sets the effective limit: the first one still valid at input.now, since
+# grants are ordered by max_amount, largest first. A valid_until date (YYYY-MM-DD, UTC) is
+# valid through the end of that day; a malformed or missing `now` leaves only grants with
+# no end date.
+best := [grant | some grant in grants; unexpired(grant.valid_until)][0]
 
 unexpired(valid_until) if valid_until == null
 
@@ -40,17 +39,11 @@ unexpired(valid_until) if {
 	substring(input.now, 0, 10) <= valid_until
 }
 
-# The effective limit: the largest live grant.
-limit := max({grant.max_amount | some grant in live})
-
-# The live grant that sets the limit (frontier amounts are distinct, so it is unique).
-best := [grant | some grant in live; grant.max_amount == limit][0]
-
 # The approval bands for the action and currency, ascending by up_to_amount.
 bands := data.mandate.graph_index.bands[input.intent.action][input.intent.currency]
 
 # The first band whose up_to_amount is at least the amount (boundaries are inclusive).
-band := bands[min({i | some i, b in bands; input.intent.amount <= b.up_to_amount})]
+band := [b | some b in bands; input.intent.amount <= b.up_to_amount][0]
 
 # The authority decision, {outcome, reason, detail}, undefined when the intent is not
 # checkable. The detail says what was compared: the effective limit, the chain of holders
@@ -61,16 +54,16 @@ result := {"outcome": v[0], "reason": v[1], "detail": {"limit": v[2], "via": v[3
 }
 
 verdict := ["DENY", "no_delegated_authority", null, null, null] if {
-	count(live) == 0
-} else := ["DENY", "exceeds_approval_limit", limit, best.via, null] if {
-	input.intent.amount > limit
-} else := ["ALLOW", "within_delegated_authority", limit, best.via, null] if {
+	not best
+} else := ["DENY", "exceeds_approval_limit", best.max_amount, best.via, null] if {
+	input.intent.amount > best.max_amount
+} else := ["ALLOW", "within_delegated_authority", best.max_amount, best.via, null] if {
 	# No approval matrix rows for this action and currency: the limit alone decides.
 	not bands
-} else := ["DENY", "exceeds_approval_limit", limit, best.via, null] if {
+} else := ["DENY", "exceeds_approval_limit", best.max_amount, best.via, null] if {
 	# Above the last band.
 	not band
-} else := array.concat(band_verdict(band.approvals_required), [limit, best.via, band])
+} else := array.concat(band_verdict(band.approvals_required), [best.max_amount, best.via, band])
 
 band_verdict(0) := ["ALLOW", "within_delegated_authority"]
 

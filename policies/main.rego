@@ -9,7 +9,9 @@
 #
 #   Combination is deny-overrides: any DENY wins, then HUMAN_REVIEW, then ALLOW. Among
 #   the results with the winning outcome the decision's reason is the lexicographically
-#   smallest one, so the same results always give the same reason. A policy that covers
+#   smallest one, so the same results always give the same reason; the one exception is
+#   a HUMAN_REVIEW where some result says requires_dual_approval, which is then the
+#   reason, so that no other review can lower the approvals required. A policy that covers
 #   the action but produces no result abstains; when every covering policy abstains the
 #   decision is HUMAN_REVIEW no_matching_rule, and when none covers the action it is
 #   HUMAN_REVIEW unrecognized_action.
@@ -32,7 +34,7 @@ decision := {"error": {"code": "malformed_policy_result", "policies": sort(malfo
 	count(covering) == 0
 } else := {"outcome": "HUMAN_REVIEW", "reason": "no_matching_rule", "trace": trace} if {
 	count(fired) == 0
-} else := {"outcome": winner, "reason": min({f[3] | some f in fired; f[2] == winner}), "trace": trace}
+} else := {"outcome": winner, "reason": reason, "trace": trace}
 
 # Keys of the active policies whose actions name the intent's action.
 covering contains key if {
@@ -40,12 +42,11 @@ covering contains key if {
 	input.intent.action in data.mandate.policies[key].actions
 }
 
-# Well-formed results of the covering policies as [policy, rule, outcome, reason, detail]
-# tuples, so that the set orders them by policy, then rule.
+# Results of the covering policies as [policy, rule, outcome, reason, detail] tuples, which
+# sort by policy, then rule. They decide only when none is malformed.
 fired contains [key, r.rule, r.outcome, r.reason, object.get(r, "detail", null)] if {
 	some key in covering
 	some r in data.mandate.policies[key].results
-	well_formed(r)
 }
 
 # Covering policies whose results are not a set or hold a result that is not well formed.
@@ -70,15 +71,7 @@ well_formed(r) if {
 }
 
 # Covering policies that produced no result.
-abstaining contains key if {
-	some key in covering
-	not decided(key)
-}
-
-decided(key) if {
-	some f in fired
-	f[0] == key
-}
+abstaining := covering - {f[0] | some f in fired}
 
 winner := "DENY" if {
 	some f in fired
@@ -87,6 +80,15 @@ winner := "DENY" if {
 	some f in fired
 	f[2] == "HUMAN_REVIEW"
 } else := "ALLOW"
+
+# A review that needs two approvals is never reported as one that needs fewer: the
+# service counts approvals by this reason.
+reason := "requires_dual_approval" if {
+	winner == "HUMAN_REVIEW"
+	some f in fired
+	f[2] == "HUMAN_REVIEW"
+	f[3] == "requires_dual_approval"
+} else := min({f[3] | some f in fired; f[2] == winner})
 
 # Fired results and abstentions, sorted by policy then rule (null sorts before any rule
 # id). Sorting is explicit because WebAssembly iterates sets in hash order, not sorted.

@@ -10,6 +10,8 @@ deny_audit := {"outcome": "DENY", "reason": "audit_hold", "rule": "hold"}
 
 review := {"outcome": "HUMAN_REVIEW", "reason": "look_closer", "rule": "look"}
 
+dual := {"outcome": "HUMAN_REVIEW", "reason": "requires_dual_approval", "rule": "authority"}
+
 # Runtime policies stand in as plain data: {key: {"actions", "results"}}.
 policy(actions, results) := {"actions": actions, "results": results}
 
@@ -30,6 +32,14 @@ cases := {
 	"smallest reason among denies": [
 		{"a": policy({"pay"}, {deny_blocked}), "b": policy({"pay"}, {deny_audit, allow_ok})},
 		"pay", "DENY", "audit_hold",
+	],
+	"dual approval is never masked by a smaller reason": [
+		{"a": policy({"pay"}, {review}), "b": policy({"pay"}, {dual, allow_ok})},
+		"pay", "HUMAN_REVIEW", "requires_dual_approval",
+	],
+	"dual approval gives way to a deny": [
+		{"a": policy({"pay"}, {dual}), "b": policy({"pay"}, {deny_blocked})},
+		"pay", "DENY", "blocked",
 	],
 	"an abstaining policy does not block an allow": [
 		{"a": policy({"pay"}, set()), "b": policy({"pay"}, {allow_ok})},

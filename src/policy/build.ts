@@ -114,8 +114,9 @@ function checkProblems(stderr: string): CompileProblem[] {
   }
   return errors.map((e) =>
     locate(e.location?.file, {
-      ...(e.location?.row !== undefined ? { line: e.location.row } : {}),
-      ...(e.location?.col !== undefined ? { column: e.location.col } : {}),
+      // opa reports 0 for a position it does not know (e.g. at the end of the file).
+      ...(e.location?.row ? { line: e.location.row } : {}),
+      ...(e.location?.col ? { column: e.location.col } : {}),
       ...(e.code ? { code: e.code } : {}),
       message: e.message,
     }),

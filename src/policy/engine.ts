@@ -57,7 +57,7 @@ export interface PolicyEngineOptions {
 export class PolicyEngine {
   private readonly capacity: number;
   // Insertion order doubles as recency order: a hit is moved to the end.
-  private readonly bundles = new Map<string, LoadedPolicy>();
+  private readonly bundles = new Map<string, { policy: LoadedPolicy; entrypoint: number }>();
   private readonly loading = new Map<string, Promise<void>>();
 
   constructor(options: PolicyEngineOptions = {}) {
@@ -89,12 +89,12 @@ export class PolicyEngine {
 
   /** Evaluates an intent against a loaded bundle; throws EvaluationError when the bundle is not loaded (load it again: a bundle that trapped is dropped) or does not yield a well-formed decision. */
   evaluate(digest: string, input: DecisionInput): Decision {
-    const policy = this.bundles.get(digest);
-    if (!policy) throw new EvaluationError(`bundle ${digest} is not loaded`);
+    const loaded = this.bundles.get(digest);
+    if (!loaded) throw new EvaluationError(`bundle ${digest} is not loaded`);
     this.touch(digest);
     let resultSet: unknown;
     try {
-      resultSet = policy.evaluate(input, ENTRYPOINT);
+      resultSet = loaded.policy.evaluate(input, loaded.entrypoint);
     } catch (cause) {
       // A trap may leave the instance's memory in any state: drop it, so the next load
       // instantiates the bundle afresh.
@@ -107,7 +107,7 @@ export class PolicyEngine {
   private async instantiate(digest: string, bundle: Uint8Array): Promise<void> {
     const actual = createHash("sha256").update(bundle).digest("hex");
     if (actual !== digest) throw new EvaluationError(`bundle digest mismatch: expected ${digest}, got ${actual}`);
-    let policy: LoadedPolicy;
+    let loaded: { policy: LoadedPolicy; entrypoint: number };
     try {
       const files = readTarGz(bundle);
       const wasm = files.get("policy.wasm");
@@ -117,23 +117,25 @@ export class PolicyEngine {
       // Buffer may be a view into a larger shared pool.
       const data = new Uint8Array(dataFile).buffer;
       const module = await WebAssembly.compile(new Uint8Array(wasm));
-      policy = await loadPolicy(module);
-      if (!(ENTRYPOINT in policy.entrypoints)) throw new Error(`the bundle has no ${ENTRYPOINT} entrypoint`);
+      const policy = await loadPolicy(module);
+      const entrypoint: unknown = policy.entrypoints[ENTRYPOINT];
+      if (typeof entrypoint !== "number") throw new Error(`the bundle has no ${ENTRYPOINT} entrypoint`);
       policy.setData(data);
+      loaded = { policy, entrypoint };
     } catch (cause) {
       throw new EvaluationError(`cannot load bundle ${digest}: ${describe(cause)}`, { cause });
     }
-    this.bundles.set(digest, policy);
+    this.bundles.set(digest, loaded);
     while (this.bundles.size > this.capacity) {
       this.bundles.delete(this.bundles.keys().next().value as string);
     }
   }
 
   private touch(digest: string): void {
-    const policy = this.bundles.get(digest);
-    if (policy && this.bundles.size > 1) {
+    const loaded = this.bundles.get(digest);
+    if (loaded && this.bundles.size > 1) {
       this.bundles.delete(digest);
-      this.bundles.set(digest, policy);
+      this.bundles.set(digest, loaded);
     }
   }
 }

@@ -87,15 +87,16 @@ export function computeHoldings(graph: AuthorityGraph): Map<string, Map<string, 
     }
   };
 
-  for (const limit of sortedBy(graph.limits, (l) => [l.holder, l.action, l.currency])) {
+  for (const limit of graph.limits) {
     offer(limit.holder, pairKey(limit.action, limit.currency), {
       max_amount: limit.max_amount,
       valid_until: limit.valid_until ?? null,
       via: [limit.holder],
     });
   }
-  while (queue.length > 0) {
-    const holder = queue.shift()!;
+  // A holder is queued whenever its grants change, and passes them all on again.
+  for (let i = 0; i < queue.length; i++) {
+    const holder = queue[i]!;
     queued.delete(holder);
     const byPair = holdings.get(holder);
     if (!byPair) continue;
@@ -178,10 +179,6 @@ function splitPair(pair: string): [string, string] {
 
 function nested<V>(map: Map<string, Map<string, V>>, key: string): Map<string, V> {
   return map.get(key) ?? map.set(key, new Map()).get(key)!;
-}
-
-function sortedBy<T>(items: readonly T[], key: (item: T) => string[]): T[] {
-  return [...items].sort((a, b) => compareVia(key(a), key(b)));
 }
 
 type Nested<V> = Map<string, V | Nested<V>>;

@@ -170,7 +170,7 @@ export function parseGovernanceDocument(doc: GovernanceDocument): ParsedGovernan
     const cell = new CellReader(cells, typed, (field, code, message) => fail(row, field, code, message), columns);
     rows.push(readRow(doc.kind, row, cell));
   }
-  if (errors.length > 0) return { ok: false, errors };
+  if (errors.length > 0) return { ok: false, errors: byRow(errors, [doc.document_id]) };
   return { ok: true, kind: doc.kind, rows } as ParsedGovernanceDocument;
 }
 
@@ -262,7 +262,7 @@ export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipa
       message,
     });
   });
-  if (combined.length > 0) return { ok: false, errors: combined };
+  if (combined.length > 0) return { ok: false, errors: byRow(combined, docs.map((d) => d.document_id)) };
   return { ok: true, graph };
 }
 
@@ -274,71 +274,89 @@ interface Problem {
 
 type ReportProblem = (path: Path, code: string, message: string) => void;
 
-// Validates and normalises; returns undefined when the shape is too broken to go on.
+const GRAPH_LISTS = ["roles", "memberships", "limits", "delegations", "approval_matrix"] as const;
+type GraphList = (typeof GRAPH_LISTS)[number];
+
+const GRAPH_COLUMNS: Record<GraphList, readonly string[]> = {
+  roles: ["role", "reports_to"],
+  memberships: ["principal", "role"],
+  limits: ["holder", "action", "currency", "max_amount", "valid_until"],
+  delegations: ["holder", "delegate", "action", "currency", "max_amount", "valid_until"],
+  approval_matrix: ["action", "currency", "up_to_amount", "approvals_required"],
+};
+
+// Validates and normalises; returns undefined when the shape is too broken to go on. Error
+// paths cite the input's own list indexes, even where invalid entries were left out.
 function checkGraph(input: unknown, known: ReadonlySet<string>, report: ReportProblem): AuthorityGraph | undefined {
   if (!isRecord(input)) {
     report([], "invalid_type", "the graph must be an object");
     return undefined;
   }
-  const lists = ["roles", "memberships", "limits", "delegations", "approval_matrix"] as const;
+  let problems = 0;
+  const problem: ReportProblem = (path, code, message) => {
+    problems++;
+    report(path, code, message);
+  };
   for (const key of Object.keys(input)) {
-    if (!(lists as readonly string[]).includes(key)) report([key], "unknown_key", `unknown key "${key}" (allowed: ${lists.join(", ")})`);
+    if (!(GRAPH_LISTS as readonly string[]).includes(key)) {
+      problem([key], "unknown_key", `unknown key "${key}" (allowed: ${GRAPH_LISTS.join(", ")})`);
+    }
   }
-  // The object entries of a list with their original indexes, which error paths cite.
-  const entries = (list: (typeof lists)[number]): [number, Record<string, unknown>][] => {
+  // Each object entry of a list with its index and a reader for its fields.
+  const entries = (list: GraphList): [number, CellReader][] => {
     const value = input[list] ?? [];
     if (!Array.isArray(value)) {
-      report([list], "invalid_type", `${list} must be a list`);
+      problem([list], "invalid_type", `${list} must be a list`);
       return [];
     }
-    return value.flatMap((row: unknown, i) => {
-      if (isRecord(row)) return [[i, row] as [number, Record<string, unknown>]];
-      report([list, i], "invalid_type", "each entry must be an object");
-      return [];
+    return value.flatMap((row: unknown, i): [number, CellReader][] => {
+      if (!isRecord(row)) {
+        problem([list, i], "invalid_type", "each entry must be an object");
+        return [];
+      }
+      return [[i, new CellReader(row, true, (field, code, message) => problem([list, i, field], code, message), GRAPH_COLUMNS[list])]];
     });
   };
 
   const graph: AuthorityGraph = { roles: [], memberships: [], limits: [], delegations: [], approval_matrix: [] };
-  const typed = (list: (typeof lists)[number], i: number, row: Record<string, unknown>, columns: readonly string[]) =>
-    new CellReader(row, true, (field, code, message) => report([list, i, field ?? ""].filter((s) => s !== ""), code, message), columns);
-
-  const declared = new Map<string, number>();
-  for (const [i, row] of entries("roles")) {
-    const cell = typed("roles", i, row, ["role", "reports_to"]);
+  const roleRows: number[] = [];
+  for (const [i, cell] of entries("roles")) {
     const role = cell.name("role", true);
-    const reportsTo = cell.name("reports_to", false);
+    const reports_to = cell.name("reports_to", false);
     if (role === null) continue;
-    if (declared.has(role)) report(["roles", i, "role"], "duplicate_role", `role "${role}" is declared twice`);
-    else declared.set(role, i);
-    graph.roles.push({ role, reports_to: reportsTo });
+    if (graph.roles.some((r) => r.role === role)) {
+      problem(["roles", i, "role"], "duplicate_role", `role "${role}" is declared twice`);
+      continue;
+    }
+    graph.roles.push({ role, reports_to });
+    roleRows.push(i);
   }
+  const declared = new Set(graph.roles.map((r) => r.role));
   const checkRole = (path: Path, role: string): void => {
-    if (!declared.has(role)) report(path, "unknown_role", `role "${role}" is not declared in roles`);
+    if (!declared.has(role)) problem(path, "unknown_role", `role "${role}" is not declared in roles`);
   };
-  for (const [i, r] of graph.roles.entries()) if (r.reports_to !== null) checkRole(["roles", i, "reports_to"], r.reports_to);
+  graph.roles.forEach((r, k) => {
+    if (r.reports_to !== null) checkRole(["roles", roleRows[k]!, "reports_to"], r.reports_to);
+  });
   for (const cycle of roleCycles(graph.roles)) {
-    report(["roles", cycle.index, "reports_to"], "role_cycle", `roles report to each other in a cycle: ${cycle.roles.join(" → ")}`);
+    problem(["roles", roleRows[cycle.index]!, "reports_to"], "role_cycle", `roles report to each other in a cycle: ${cycle.roles.join(" → ")}`);
   }
-
   const checkPrincipal = (path: Path, ref: string): void => {
-    if (!known.has(ref)) report(path, "unknown_principal", `no principal has external_ref "${ref}"`);
+    if (!known.has(ref)) problem(path, "unknown_principal", `no principal has external_ref "${ref}"`);
   };
   const checkHolder = (path: Path, holder: string): void => {
     if (holder.startsWith(ROLE_PREFIX)) checkRole(path, holder.slice(ROLE_PREFIX.length));
     else checkPrincipal(path, holder);
   };
 
-  for (const [i, row] of entries("memberships")) {
-    const cell = typed("memberships", i, row, ["principal", "role"]);
+  for (const [i, cell] of entries("memberships")) {
     const principal = cell.ref("principal", true);
     const role = cell.name("role", true);
     if (principal !== null) checkPrincipal(["memberships", i, "principal"], principal);
     if (role !== null) checkRole(["memberships", i, "role"], role);
     if (principal !== null && role !== null) graph.memberships.push({ principal, role });
   }
-  const limitRows: number[] = [];
-  for (const [i, row] of entries("limits")) {
-    const cell = typed("limits", i, row, ["holder", "action", "currency", "max_amount", "valid_until"]);
+  for (const [i, cell] of entries("limits")) {
     const holder = cell.holder("holder");
     const action = cell.action("action");
     const currency = cell.currency("currency");
@@ -347,11 +365,9 @@ function checkGraph(input: unknown, known: ReadonlySet<string>, report: ReportPr
     if (holder !== null) checkHolder(["limits", i, "holder"], holder);
     if (holder === null || action === null || currency === null || max_amount === null || valid_until === undefined) continue;
     graph.limits.push({ holder, action, currency, max_amount, valid_until });
-    limitRows.push(i);
   }
   const delegationRows: number[] = [];
-  for (const [i, row] of entries("delegations")) {
-    const cell = typed("delegations", i, row, ["holder", "delegate", "action", "currency", "max_amount", "valid_until"]);
+  for (const [i, cell] of entries("delegations")) {
     const holder = cell.holder("holder");
     const delegate = cell.ref("delegate", true);
     const action = cell.action("action");
@@ -360,39 +376,40 @@ function checkGraph(input: unknown, known: ReadonlySet<string>, report: ReportPr
     const valid_until = cell.date("valid_until");
     if (holder !== null) checkHolder(["delegations", i, "holder"], holder);
     if (delegate !== null) checkPrincipal(["delegations", i, "delegate"], delegate);
-    if (holder !== null && holder === delegate) report(["delegations", i, "delegate"], "self_delegation", "a holder cannot delegate to itself");
+    if (holder !== null && holder === delegate) problem(["delegations", i, "delegate"], "self_delegation", "a holder cannot delegate to itself");
     if (holder === null || delegate === null || action === null || currency === null || max_amount === null || valid_until === undefined) continue;
     graph.delegations.push({ holder, delegate, action, currency, max_amount, valid_until });
     delegationRows.push(i);
   }
-  const bandKeys = new Set<string>();
-  for (const [i, row] of entries("approval_matrix")) {
-    const cell = typed("approval_matrix", i, row, ["action", "currency", "up_to_amount", "approvals_required"]);
+  const bands = new Set<string>();
+  for (const [i, cell] of entries("approval_matrix")) {
     const action = cell.action("action");
     const currency = cell.currency("currency");
     const up_to_amount = cell.amount("up_to_amount");
     const approvals_required = cell.count("approvals_required");
     if (action === null || currency === null || up_to_amount === null || approvals_required === null) continue;
     const key = JSON.stringify([action, currency, up_to_amount]);
-    if (bandKeys.has(key)) {
-      report(["approval_matrix", i, "up_to_amount"], "duplicate_band", `a band up to ${up_to_amount} for ${action} in ${currency} already exists`);
+    if (bands.has(key)) {
+      problem(["approval_matrix", i, "up_to_amount"], "duplicate_band", `a band up to ${up_to_amount} for ${action} in ${currency} already exists`);
     }
-    bandKeys.add(key);
+    bands.add(key);
     graph.approval_matrix.push({ action, currency, up_to_amount, approvals_required });
   }
+  if (problems > 0) return graph;
 
-  // Nobody delegates more than they hold: compare each delegation with the most its holder
-  // can ever hold for that action and currency (expiry is enforced at evaluation time).
+  // Nobody delegates more than they hold: each delegation against the most its holder can
+  // ever hold for that action and currency (expiry is enforced at evaluation time). Only
+  // checked on an otherwise sound graph, where a missing entry cannot make a delegation
+  // look excessive.
   const holdings = computeHoldings(graph);
   graph.delegations.forEach((d, k) => {
     const held = maxHolding(holdings, d.holder, d.action, d.currency);
-    if (d.max_amount > held) {
-      const message =
-        held === 0
-          ? `${d.holder} holds no authority for ${d.action} in ${d.currency} to delegate`
-          : `${d.holder} delegates ${d.max_amount} ${d.currency} for ${d.action} but holds at most ${held}`;
-      report(["delegations", delegationRows[k]!, "max_amount"], "exceeds_holder_authority", message);
-    }
+    if (d.max_amount <= held) return;
+    const message =
+      held === 0
+        ? `${d.holder} holds no authority for ${d.action} in ${d.currency} to delegate`
+        : `${d.holder} delegates ${d.max_amount} ${d.currency} for ${d.action} but holds at most ${held}`;
+    problem(["delegations", delegationRows[k]!, "max_amount"], "exceeds_holder_authority", message);
   });
   return graph;
 }
@@ -420,7 +437,7 @@ function roleCycles(roles: readonly RoleEdge[]): { index: number; roles: string[
   return cycles;
 }
 
-type ReportCell = (field: string | null, code: string, message: string) => void;
+type ReportCell = (field: string, code: string, message: string) => void;
 
 // Reads and checks the fields of one row, whether CSV cells (strings) or typed YAML/JSON
 // values, reporting each problem against its field and returning null for a bad value.
@@ -429,12 +446,10 @@ class CellReader {
     private readonly cells: Record<string, unknown>,
     private readonly typed: boolean,
     private readonly report: ReportCell,
-    columns?: readonly string[],
+    columns: readonly string[],
   ) {
-    if (columns) {
-      for (const key of Object.keys(cells)) {
-        if (!columns.includes(key)) report(key, "unknown_field", `unknown field "${key}" (allowed: ${columns.join(", ")})`);
-      }
+    for (const key of Object.keys(cells)) {
+      if (!columns.includes(key)) report(key, "unknown_field", `unknown field "${key}" (allowed: ${columns.join(", ")})`);
     }
   }
 
@@ -512,7 +527,9 @@ class CellReader {
   date(field: string): string | null | undefined {
     const value = this.text(field, false);
     if (value == null) return value;
-    const valid = /^\d{4}-\d{2}-\d{2}$/.test(value) && new Date(`${value}T00:00:00Z`).toISOString().startsWith(value);
+    // A real calendar day: Date rolls 2026-02-30 over to March, so compare the round trip.
+    const time = /^\d{4}-\d{2}-\d{2}$/.test(value) ? Date.parse(`${value}T00:00:00Z`) : NaN;
+    const valid = !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
     if (valid) return value;
     this.report(field, "invalid_date", `${field} must be an ISO date, YYYY-MM-DD`);
     return undefined;
@@ -623,6 +640,17 @@ function readRow(kind: GovernanceKind, row: number, cell: CellReader): unknown {
         approvals_required: cell.count("approvals_required"),
       };
   }
+}
+
+// Orders errors as a reader scans the documents: by document, then row (document-level
+// problems first); the sort is stable, so a row's errors keep their column order.
+function byRow(errors: GovernanceError[], documentIds: string[]): GovernanceError[] {
+  const position = (e: GovernanceError): [number, number] => [documentIds.indexOf(e.document_id), e.row ?? -1];
+  return [...errors].sort((a, b) => {
+    const [da, ra] = position(a);
+    const [db, rb] = position(b);
+    return da - db || ra - rb;
+  });
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -125,7 +125,7 @@ export function assertRegoPackage(policyKey: string, rego: string): void {
   if (line === undefined) {
     throw new PolicySourceError([{ message: `the module is empty; it must start with "${expected}"` }]);
   }
-  const match = /^package\s+(\S+)\s*(#.*)?$/.exec(line);
+  const match = /^\s*package\s+(\S+)\s*(#.*)?$/.exec(line);
   if (match?.[1] !== `mandate.policies.${policyKey}` || !isPolicyKey(policyKey)) {
     const column = line.search(/\S/) + 1;
     throw new PolicySourceError([{ line: index + 1, column, message: `the package must be "${expected}"` }]);
@@ -134,13 +134,13 @@ export function assertRegoPackage(policyKey: string, rego: string): void {
 
 type Report = (path: Path, message: string) => void;
 
-const FIELD_TYPES: Record<string, "number" | "string"> = {
-  amount: "number",
-  currency: "string",
-  counterparty: "string",
-  resource: "string",
-  action: "string",
-};
+const FIELD_TYPES = new Map<string, FieldType>([
+  ["amount", "number"],
+  ["currency", "string"],
+  ["counterparty", "string"],
+  ["resource", "string"],
+  ["action", "string"],
+]);
 
 function checkDocument(doc: unknown, report: Report): void {
   if (!isRecord(doc)) return report([], "the rules document must be an object with `actions` and `rules`");
@@ -235,7 +235,7 @@ function checkOperand(field: string, type: FieldType, operator: string, value: u
 type FieldType = "number" | "string" | "scalar";
 
 function fieldType(field: string): FieldType | undefined {
-  const known = FIELD_TYPES[field];
+  const known = FIELD_TYPES.get(field);
   if (known) return known;
   const segments = field.split(".");
   if (segments[0] !== "context" || segments.length < 2) return undefined;

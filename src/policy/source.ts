@@ -22,8 +22,8 @@ export function parseText(text: string): ParsedText {
     return {
       ok: false,
       errors: doc.errors.map((error) => {
-        const at = error.linePos?.[0];
-        return at ? { line: at.line, column: at.col, message: error.message } : { message: error.message };
+        const { line, col } = lineCounter.linePos(error.pos[0]);
+        return { line, column: col, message: error.message };
       }),
     };
   }
