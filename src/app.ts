@@ -38,6 +38,7 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
 import { listen } from "./transport/server.js";
+import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
 
 /** A running Mandate service. */
@@ -100,13 +101,15 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
+    // Built once from the annotations; a pure function of the descriptors.
+    const openapi = openApiDocument(services.map((s) => s.service));
     const server = await listen({
       host: config.host,
       port: config.port,
       services,
       pipeline: new RequestPipeline(credentials, logger),
       bodyLimit: config.limits.requestBodyBytes,
-      plainRoutes: { "/.well-known/jwks.json": () => log.jwks() },
+      plainRoutes: { "/.well-known/jwks.json": () => log.jwks(), "/openapi.json": async () => openapi },
     });
     logger.info({ port: server.port }, "listening");
     return {

@@ -17,8 +17,10 @@ export async function authenticate(credentials: Credentials, access: Access, hea
   const authorization = headers.get("authorization");
   const keyId = headers.get("x-service-key-id");
 
-  const agentAllowed = access.mode === "agent" || access.mode === "org_or_agent";
-  if (agentAllowed && keyId !== null && operatorKey === null && authorization === null) {
+  // Signed-only methods ignore administrative headers a client may set globally;
+  // where either is accepted, an administrative credential takes precedence.
+  const signedCall = access.mode === "agent" || (access.mode === "org_or_agent" && operatorKey === null && authorization === null);
+  if (signedCall && keyId !== null) {
     const signature = headers.get("x-service-signature");
     if (!signature) throw new MandateError("missing_credentials", "X-Service-Signature is required with X-Service-Key-Id.");
     return { kind: "agent_signed", keyId, signature, timestamp: headers.get("x-service-timestamp") ?? undefined, clientAddress };

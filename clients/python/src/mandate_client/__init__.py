@@ -1,0 +1,93 @@
+"""Mandate's synchronous Python client.
+
+Generates Ed25519 agent keys locally, registers agents (idempotently per key),
+signs Intents and sets the certificate headers, polls HUMAN_REVIEW decisions,
+issues and verifies Capabilities, drives the agent lifecycle, retries what is
+safe to retry and raises a typed exception per failure class.
+
+    from mandate_client import AgentKey, MandateClient
+
+    with MandateClient("http://127.0.0.1:8080") as anonymous:
+        sandbox = anonymous.create_sandbox("dev@example.com")
+    client = MandateClient("http://127.0.0.1:8080", api_key=sandbox.api_key)
+    principal = client.create_principal("Accounts Payable", "role")
+    key = AgentKey.load_or_create("agent.pem")
+    agent = client.register_agent("payables-bot", principal.principal_id, key)
+    client.activate(agent)
+    decision = client.submit_intent(agent.identity(key), "reference_noop")
+"""
+
+from .client import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, MAX_RETRIES_LIMIT, MandateClient
+from .errors import (
+    ApiError,
+    AuthenticationError,
+    ConflictError,
+    GoneError,
+    MandateError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ResolutionTimeoutError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from .keys import AgentKey
+from .models import (
+    Agent,
+    AgentIdentity,
+    ApiKey,
+    CapabilityToken,
+    Decision,
+    GovernanceDocument,
+    GraphVersionRef,
+    Heartbeat,
+    PolicyVersionRef,
+    Principal,
+    Resolution,
+    Sandbox,
+    VerifiedCapability,
+    bound_constraints,
+    js_number,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MandateClient",
+    "AgentKey",
+    "AgentIdentity",
+    "Agent",
+    "ApiKey",
+    "CapabilityToken",
+    "Decision",
+    "GovernanceDocument",
+    "GraphVersionRef",
+    "Heartbeat",
+    "PolicyVersionRef",
+    "Principal",
+    "Resolution",
+    "Sandbox",
+    "VerifiedCapability",
+    "bound_constraints",
+    "js_number",
+    "MandateError",
+    "ApiError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ConflictError",
+    "GoneError",
+    "PayloadTooLargeError",
+    "ValidationError",
+    "RateLimitedError",
+    "ServerError",
+    "TransportError",
+    "ResolutionTimeoutError",
+    "MAX_RETRIES_LIMIT",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_BACKOFF_BASE",
+    "DEFAULT_BACKOFF_CAP",
+]

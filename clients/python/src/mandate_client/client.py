@@ -1,0 +1,459 @@
+"""The synchronous Python client of Mandate's /v1 JSON API.
+
+Retries
+    Connection failures, timeouts and 5xx answers are retried up to
+    ``max_retries`` times (default 4, never more than :data:`MAX_RETRIES_LIMIT`
+    = 10), sleeping a random time in ``[0, min(backoff_cap, backoff_base * 2**n)]``
+    before retry ``n`` ("full jitter"; defaults 0.25 s base, 5 s cap, so with the
+    defaults a call gives up after at most about 1 + 4 x 5 s of sleeping plus
+    the attempts' own timeouts). A 4xx answer (401, 403, 404, 409, 422, 429, ...)
+    is never retried.
+
+Idempotency
+    A retried Intent resends the exact bytes that were signed: its nonce makes
+    it idempotent, so the service answers the original decision. Registering
+    an agent is idempotent per key. Lifecycle transitions and capability issue
+    or verify are not: a retry after a lost answer can surface as a 409
+    (``invalid_transition``, ``capability_already_issued``,
+    ``capability_consumed``), which fails safe.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from urllib.parse import quote
+
+import httpx
+
+from .errors import MandateError, ResolutionTimeoutError, TransportError, error_from_response
+from .keys import AgentKey
+from .models import (
+    Agent,
+    AgentIdentity,
+    ApiKey,
+    CapabilityToken,
+    Decision,
+    GovernanceDocument,
+    GraphVersionRef,
+    Heartbeat,
+    PolicyVersionRef,
+    Principal,
+    Sandbox,
+    VerifiedCapability,
+)
+
+__all__ = ["MandateClient", "MAX_RETRIES_LIMIT", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES", "DEFAULT_BACKOFF_BASE", "DEFAULT_BACKOFF_CAP"]
+
+#: Hard upper bound on ``max_retries``, whatever the caller asks for.
+MAX_RETRIES_LIMIT = 10
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_BACKOFF_BASE = 0.25
+DEFAULT_BACKOFF_CAP = 5.0
+
+AgentRef = Union[str, Agent, AgentIdentity]
+_Headers = Dict[str, str]
+
+
+def _agent_id(agent: AgentRef) -> str:
+    return agent if isinstance(agent, str) else agent.agent_id
+
+
+def _now_iso() -> str:
+    """Now, ISO 8601 UTC with milliseconds (the wire form)."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _seg(value: str) -> str:
+    """A path segment, percent-encoded."""
+    return quote(value, safe="")
+
+
+class MandateClient:
+    """A synchronous client of one Mandate service.
+
+    Authenticates administrative calls with ``api_key`` (``Authorization:
+    Bearer``) or, for platform-internal use, ``operator_key`` naming
+    ``organization_id``. Intents and heartbeats are signed by the agent's own
+    key and carry no administrative credential. Every failure is a
+    :class:`~mandate_client.errors.MandateError` subclass.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        operator_key: Optional[str] = None,
+        organization_id: Optional[str] = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_base: float = DEFAULT_BACKOFF_BASE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
+        transport: Optional[httpx.BaseTransport] = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """
+        :param base_url: e.g. ``http://127.0.0.1:8080`` (the ``/v1`` prefix is the client's).
+        :param timeout: seconds per attempt (connect, read, write, pool).
+        :param max_retries: retries after the first attempt, clamped to 0..10.
+        :param backoff_base: seconds; retry ``n`` sleeps up to ``backoff_base * 2**n``...
+        :param backoff_cap: ...but never more than this many seconds.
+        :param transport: an httpx transport (tests count requests with one).
+        :param sleep: how to wait between retries and polls.
+        """
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.operator_key = operator_key
+        self.organization_id = organization_id
+        self.timeout = timeout
+        self.max_retries = max(0, min(MAX_RETRIES_LIMIT, int(max_retries)))
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._transport = transport
+        self._sleep = sleep
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport, headers={"user-agent": "mandate-client-python/0.1"})
+
+    def __enter__(self) -> "MandateClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def with_api_key(self, api_key: str) -> "MandateClient":
+        """A new client of the same service authenticating with ``api_key`` (e.g. a sandbox's)."""
+        return MandateClient(
+            self.base_url,
+            api_key=api_key,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff_base=self.backoff_base,
+            backoff_cap=self.backoff_cap,
+            transport=self._transport,
+            sleep=self._sleep,
+        )
+
+    # --- organizations, keys, principals ---------------------------------
+
+    def create_sandbox(self, email: str) -> Sandbox:
+        """Creates a sandbox organization (no authentication). Continue with :meth:`with_api_key`."""
+        return Sandbox.from_wire(self.request("POST", "/v1/sandbox/organizations", json_body={"email": email}, auth="none"))
+
+    def create_api_key(self, name: str, permissions: Iterable[str]) -> ApiKey:
+        """Creates a scoped API key of the caller's organization; the secret is in this answer only."""
+        return ApiKey.from_wire(self.request("POST", "/v1/organization/api-keys", json_body={"name": name, "permissions": list(permissions)}))
+
+    def create_principal(self, display_name: str, kind: str, external_ref: Optional[str] = None) -> Principal:
+        """Creates a principal: ``kind`` is ``person``, ``role``, ``org_unit`` or ``service``."""
+        body: Dict[str, Any] = {"display_name": display_name, "kind": kind}
+        if external_ref is not None:
+            body["external_ref"] = external_ref
+        return Principal.from_wire(self.request("POST", "/v1/principals", json_body=body))
+
+    def get_principal(self, principal_id: str) -> Principal:
+        return Principal.from_wire(self.request("GET", f"/v1/principals/{_seg(principal_id)}"))
+
+    # --- agents -------------------------------------------------------------
+
+    def register_agent(
+        self,
+        name: str,
+        principal_id: str,
+        key: AgentKey,
+        *,
+        owner: Optional[str] = None,
+        business_unit: Optional[str] = None,
+        environment: Optional[str] = None,
+    ) -> Agent:
+        """Registers an agent acting for ``principal_id`` with ``key``'s public key.
+
+        Only the public key is uploaded. Idempotent per key: registering the
+        same key again in the same organization answers the same agent (state
+        ``registered`` until :meth:`activate`).
+        """
+        body: Dict[str, Any] = {"name": name, "acting_for_principal_id": principal_id, "public_key": key.public_key}
+        for field, value in (("owner", owner), ("business_unit", business_unit), ("environment", environment)):
+            if value is not None:
+                body[field] = value
+        return Agent.from_wire(self.request("POST", "/v1/agents", json_body=body))
+
+    def get_agent(self, agent: AgentRef) -> Agent:
+        return Agent.from_wire(self.request("GET", f"/v1/agents/{_seg(_agent_id(agent))}"))
+
+    def activate(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+        """registered -> active."""
+        return self._transition(agent, "activate", reason)
+
+    def suspend(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+        """active -> suspended: its Intents go to human review until reactivated."""
+        return self._transition(agent, "suspend", reason)
+
+    def reactivate(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+        """suspended -> active."""
+        return self._transition(agent, "reactivate", reason)
+
+    def revoke(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+        """-> revoked (terminal); for a compromised key, from any non-terminal state."""
+        return self._transition(agent, "revoke", reason)
+
+    def retire(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+        """-> retired (terminal)."""
+        return self._transition(agent, "retire", reason)
+
+    def rotate_key(self, agent: AgentRef, new_key: AgentKey) -> Agent:
+        """Replaces the agent's key. The answer carries the new ``certificate_id``; the old one stops verifying at once."""
+        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/rotate-key", json_body={"public_key": new_key.public_key}))
+
+    def heartbeat(self, agent: AgentIdentity) -> Heartbeat:
+        """Sends an agent-signed liveness signal (accepted while the agent is active)."""
+        body = _json_bytes({"agent_id": agent.agent_id, "sent_at": _now_iso(), "nonce": str(uuid.uuid4())})
+        headers = _body_signature(agent, body)
+        raw = self.request("POST", f"/v1/agents/{_seg(agent.agent_id)}/heartbeat", content=body, auth=lambda: headers)
+        return Heartbeat.from_wire(raw)
+
+    def _transition(self, agent: AgentRef, op: str, reason: Optional[str]) -> Agent:
+        body = {} if reason is None else {"reason": reason}
+        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/{op}", json_body=body))
+
+    # --- intents and decisions ------------------------------------------
+
+    def submit_intent(
+        self,
+        agent: AgentIdentity,
+        action: str,
+        *,
+        amount: Union[int, float, None] = None,
+        currency: Optional[str] = None,
+        counterparty: Optional[str] = None,
+        resource: Optional[str] = None,
+        context: Optional[Mapping[str, Any]] = None,
+        nonce: Optional[str] = None,
+        requested_at: Optional[Union[datetime, str]] = None,
+    ) -> Decision:
+        """Signs and submits an Intent; answers its Decision.
+
+        ALLOW, DENY and HUMAN_REVIEW all return (a decision is data); an
+        exception means evaluation did not complete. The body is serialised
+        and signed once, so every retry sends the same bytes and the nonce
+        (a fresh UUID unless given) makes the retry idempotent.
+        """
+        doc: Dict[str, Any] = {"agent_id": agent.agent_id, "action": action}
+        for name, value in (("amount", amount), ("currency", currency), ("counterparty", counterparty), ("resource", resource)):
+            if value is not None:
+                doc[name] = value
+        if context is not None:
+            doc["context"] = dict(context)
+        if requested_at is None:
+            doc["requested_at"] = _now_iso()
+        elif isinstance(requested_at, datetime):
+            doc["requested_at"] = requested_at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        else:
+            doc["requested_at"] = requested_at
+        doc["nonce"] = nonce or str(uuid.uuid4())
+        body = _json_bytes(doc)
+        headers = _body_signature(agent, body)
+        return Decision.from_wire(self.request("POST", "/v1/intents", content=body, auth=lambda: headers))
+
+    def get_decision(self, decision_id: str, *, agent: Optional[AgentIdentity] = None) -> Decision:
+        """Reads a decision with the client's credentials or, given ``agent``, as that agent (its own decisions only)."""
+        path = f"/v1/decisions/{_seg(decision_id)}"
+        if agent is None:
+            return Decision.from_wire(self.request("GET", path))
+
+        def signed() -> _Headers:  # a fresh timestamp for every attempt
+            timestamp = _now_iso()
+            return {
+                "x-service-key-id": agent.certificate_id,
+                "x-service-timestamp": timestamp,
+                "x-service-signature": agent.key.sign(f"GET {path}\n{timestamp}"),
+            }
+
+        return Decision.from_wire(self.request("GET", path, auth=signed))
+
+    def wait_for_resolution(
+        self, decision_id: str, timeout: float = 60.0, interval: float = 1.0, *, agent: Optional[AgentIdentity] = None
+    ) -> Decision:
+        """Polls a decision until it is final and returns it.
+
+        ALLOW and DENY return at once; a HUMAN_REVIEW returns once its status
+        is ``RESOLVED`` (read ``resolution``). Raises
+        :class:`~mandate_client.errors.ResolutionTimeoutError` after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            decision = self.get_decision(decision_id, agent=agent)
+            if decision.is_final:
+                return decision
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ResolutionTimeoutError(
+                    f"Decision {decision_id} was still {decision.status or 'PENDING'} after {timeout} s.",
+                    detail="resolution_timeout",
+                )
+            self._sleep(min(interval, left))
+
+    def review_decision(self, decision_id: str, resolution: str, reason: str) -> Decision:
+        """Resolves a pending HUMAN_REVIEW (``approved`` or ``rejected``; REVIEWER). The outcome keeps reading HUMAN_REVIEW."""
+        return Decision.from_wire(self.request("POST", f"/v1/decisions/{_seg(decision_id)}/review", json_body={"resolution": resolution, "reason": reason}))
+
+    # --- capabilities -----------------------------------------------------
+
+    def issue_capability(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None) -> CapabilityToken:
+        """Issues the single Capability of an ALLOW decision."""
+        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token", audience, issued_by, ttl_seconds)
+
+    def issue_capability_from_review(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None) -> CapabilityToken:
+        """Issues the single Capability of a HUMAN_REVIEW decision resolved ``approved``."""
+        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token/from-review", audience, issued_by, ttl_seconds)
+
+    def verify_capability(
+        self,
+        token: str,
+        audience: str,
+        action: str,
+        resource: str = "",
+        constraints: Optional[Mapping[str, str]] = None,
+        environment: Optional[str] = None,
+    ) -> VerifiedCapability:
+        """Verifies and consumes a Capability (CAPABILITY_VERIFY).
+
+        A mismatch raises :class:`ConflictError` and leaves the token unconsumed;
+        a replay raises :class:`ConflictError` with ``detail == "capability_consumed"``.
+        """
+        body: Dict[str, Any] = {"token": token, "audience": audience, "action": action, "resource": resource, "constraints": dict(constraints or {})}
+        if environment is not None:
+            body["environment"] = environment
+        return VerifiedCapability.from_wire(self.request("POST", "/v1/capability-tokens/verify", json_body=body))
+
+    def _issue(self, path: str, audience: str, issued_by: str, ttl_seconds: Optional[int]) -> CapabilityToken:
+        body: Dict[str, Any] = {"audience": audience, "issued_by": issued_by}
+        if ttl_seconds is not None:
+            body["ttl_seconds"] = ttl_seconds
+        return CapabilityToken.from_wire(self.request("POST", path, json_body=body))
+
+    # --- governance (what the platform UI does) ---------------------------
+
+    def upload_governance_document(self, kind: str, format: str, content: str) -> GovernanceDocument:
+        """Uploads a ``delegation_of_authority``, ``approval_matrix`` or ``signing_schedule`` (csv, yaml or json)."""
+        return GovernanceDocument.from_wire(self.request("POST", "/v1/authority-graph/documents", json_body={"kind": kind, "format": format, "content": content}))
+
+    def generate_graph_version(self, document_ids: Optional[List[str]] = None) -> GraphVersionRef:
+        """Generates a draft Authority Graph version from the uploaded documents (all unless named)."""
+        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions:generate", json_body={"document_ids": list(document_ids or [])}))
+
+    def create_graph_version(self, graph: Mapping[str, Any]) -> GraphVersionRef:
+        """Authors a draft graph version directly: ``{roles, memberships, limits, delegations, approval_matrix}``."""
+        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions", json_body={"graph": dict(graph)}))
+
+    def publish_graph_version(self, version: int) -> GraphVersionRef:
+        """Makes a graph version active (POLICY_APPROVER)."""
+        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/publish", json_body={}))
+
+    def create_policy(self, policy_key: str, rules: Mapping[str, Any], description: str = "") -> PolicyVersionRef:
+        """Creates a policy with its first draft version from a runtime policy document ``{actions, rules}``."""
+        body = {"policy_key": policy_key, "description": description, "source": {"rules": dict(rules)}}
+        return PolicyVersionRef.from_wire(self.request("POST", "/v1/policies", json_body=body))
+
+    def submit_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+        """draft -> in_review (POLICY_AUTHOR)."""
+        return self._policy_step(policy_key, version, "submit")
+
+    def approve_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+        """in_review -> approved, by a POLICY_APPROVER other than the author."""
+        return self._policy_step(policy_key, version, "approve")
+
+    def publish_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+        """approved -> active (POLICY_APPROVER): compiles the organization's bundle."""
+        return self._policy_step(policy_key, version, "publish")
+
+    def _policy_step(self, policy_key: str, version: int, step: str) -> PolicyVersionRef:
+        return PolicyVersionRef.from_wire(self.request("POST", f"/v1/policies/{_seg(policy_key)}/versions/{int(version)}/{step}", json_body={}))
+
+    def get_evidence(self, evidence_id: str) -> Dict[str, Any]:
+        """Reads a signed evidence record (EVIDENCE_READ)."""
+        return self.request("GET", f"/v1/evidence/{_seg(evidence_id)}")  # type: ignore[no-any-return]
+
+    # --- transport ----------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: Optional[bytes] = None,
+        params: Optional[Mapping[str, str]] = None,
+        auth: Union[str, Callable[[], _Headers]] = "org",
+    ) -> Any:
+        """Any /v1 call with the client's retries and typed errors; answers the parsed JSON.
+
+        ``auth`` is ``"org"`` (the client's key), ``"none"``, or a function
+        returning agent signature headers (called once per attempt).
+        """
+        body = content if content is not None else (None if json_body is None else _json_bytes(json_body))
+        attempt = 0
+        while True:
+            headers: _Headers = {"accept": "application/json"}
+            if body is not None:
+                headers["content-type"] = "application/json"
+            if auth == "org":
+                headers.update(self._org_headers())
+            elif callable(auth):
+                headers.update(auth())
+            failure: MandateError
+            try:
+                response = self._http.request(method, path, content=body, params=params, headers=headers)
+            except httpx.TimeoutException as exc:
+                failure = TransportError(f"No answer from {self.base_url} within {self.timeout} s: {exc}", detail="timeout")
+                failure.__cause__ = exc
+            except httpx.TransportError as exc:
+                failure = TransportError(f"Could not reach {self.base_url}: {exc}", detail="connection_failed")
+                failure.__cause__ = exc
+            else:
+                parsed = _parse(response)
+                if response.is_success:
+                    return parsed
+                failure = error_from_response(response.status_code, parsed, response.headers.get("x-request-id"))
+                if response.status_code < 500:
+                    raise failure
+            if attempt >= self.max_retries:
+                raise failure
+            self._sleep(random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt))))
+            attempt += 1
+
+    def _org_headers(self) -> _Headers:
+        if self.api_key:
+            return {"authorization": f"Bearer {self.api_key}"}
+        if self.operator_key:
+            headers = {"x-service-operator-key": self.operator_key}
+            if self.organization_id:
+                headers["x-service-organization-id"] = self.organization_id
+            return headers
+        return {}
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def _body_signature(agent: AgentIdentity, body: bytes) -> _Headers:
+    return {"x-service-key-id": agent.certificate_id, "x-service-signature": agent.key.sign(body)}
+
+
+def _parse(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text

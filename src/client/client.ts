@@ -1,0 +1,412 @@
+import { randomUUID } from "node:crypto";
+import { errorFromResponse, MandateError, ResolutionTimeoutError, TransportError } from "./errors.js";
+import type { AgentKey } from "./keys.js";
+import type {
+  Agent,
+  AgentIdentity,
+  ApiKey,
+  CapabilityToken,
+  Decision,
+  GovernanceDocument,
+  GraphVersionRef,
+  Heartbeat,
+  IntentFields,
+  IssueCapabilityOptions,
+  Permission,
+  PolicyVersionRef,
+  Principal,
+  PrincipalKind,
+  ReviewResolution,
+  Sandbox,
+  VerifiedCapability,
+  VerifyCapabilityOptions,
+} from "./types.js";
+
+/*
+ * The TypeScript client of Mandate's /v1 JSON API: the same surface and rules
+ * as the Python client (clients/python). It signs Intents and heartbeats with
+ * the agent's key, sets the certificate headers, retries what is safe to retry
+ * and turns every failure into a typed error.
+ *
+ * Retries: connection failures, timeouts and 5xx answers are retried up to
+ * `maxRetries` times (default 4, at most 10), sleeping a random time in
+ * [0, min(backoffCapMs, backoffBaseMs · 2^n)] before retry n ("full jitter";
+ * defaults 250 ms base, 5 s cap). A 4xx (401, 403, 409, 422, 429, …) is never
+ * retried. A retried Intent resends the exact same signed bytes, so the nonce
+ * makes it idempotent: the service answers the original decision.
+ */
+
+/** Options of a MandateClient. */
+export interface MandateClientOptions {
+  /** e.g. `http://127.0.0.1:8080` (the `/v1` prefix is added by the client). */
+  baseUrl: string;
+  /** An organization or sandbox API key, sent as `Authorization: Bearer`. */
+  apiKey?: string;
+  /** The platform operator key (internal use); needs `organizationId` for organization-scoped calls. */
+  operatorKey?: string;
+  organizationId?: string;
+  /** Per-attempt timeout, default 10 000 ms. */
+  timeoutMs?: number;
+  /** Retries after the first attempt, default 4, clamped to 0..10. */
+  maxRetries?: number;
+  /** Default 250 ms. */
+  backoffBaseMs?: number;
+  /** Default 5 000 ms. */
+  backoffCapMs?: number;
+  /** The fetch to use (tests count requests with it); defaults to the global fetch. */
+  fetch?: typeof fetch;
+}
+
+/** Hard upper bound on `maxRetries`, whatever the caller asks for. */
+export const MAX_RETRIES_LIMIT = 10;
+
+type AgentRef = string | Pick<Agent, "agent_id"> | Pick<AgentIdentity, "agentId">;
+
+function agentIdOf(agent: AgentRef): string {
+  if (typeof agent === "string") return agent;
+  return "agentId" in agent ? agent.agentId : agent.agent_id;
+}
+
+/** Who authenticates one request: nobody, the client's organization credentials, or an agent's signature. */
+export type RequestCredentials =
+  | { kind: "none" }
+  | { kind: "org" }
+  /** Agent-signed: headers computed per attempt (a GET's signature covers a fresh timestamp). */
+  | { kind: "agent"; headers: () => Promise<Record<string, string>> };
+
+/** Options of `MandateClient.request`. */
+export interface RequestOptions {
+  body?: unknown;
+  credentials?: RequestCredentials;
+  query?: Record<string, string | number | undefined>;
+}
+
+const seg = encodeURIComponent;
+
+/** A client of one Mandate service; every method returns a promise and fails with a MandateError. */
+export class MandateClient {
+  readonly baseUrl: string;
+  private readonly options: MandateClientOptions;
+  private readonly timeoutMs: number;
+  private readonly maxRetries: number;
+  private readonly backoffBaseMs: number;
+  private readonly backoffCapMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: MandateClientOptions) {
+    this.options = { ...options };
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.maxRetries = Math.max(0, Math.min(MAX_RETRIES_LIMIT, Math.floor(options.maxRetries ?? 4)));
+    this.backoffBaseMs = options.backoffBaseMs ?? 250;
+    this.backoffCapMs = options.backoffCapMs ?? 5_000;
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  /** The same client authenticating with `apiKey` (e.g. the key a sandbox was created with). */
+  withApiKey(apiKey: string): MandateClient {
+    return new MandateClient({ ...this.options, apiKey });
+  }
+
+  // --- organizations, keys, principals --------------------------------------
+
+  /** Creates a sandbox organization (no authentication); use `withApiKey(sandbox.api_key)` next. */
+  createSandbox(email: string): Promise<Sandbox> {
+    return this.request("POST", "/v1/sandbox/organizations", { body: { email }, credentials: { kind: "none" } });
+  }
+
+  /** Creates a scoped API key of the caller's organization; the secret is in this answer only. */
+  createApiKey(name: string, permissions: Permission[]): Promise<ApiKey> {
+    return this.request("POST", "/v1/organization/api-keys", { body: { name, permissions } });
+  }
+
+  createPrincipal(options: { displayName: string; kind: PrincipalKind; externalRef?: string }): Promise<Principal> {
+    return this.request("POST", "/v1/principals", {
+      body: { display_name: options.displayName, kind: options.kind, ...(options.externalRef !== undefined && { external_ref: options.externalRef }) },
+    });
+  }
+
+  getPrincipal(principalId: string): Promise<Principal> {
+    return this.request("GET", `/v1/principals/${seg(principalId)}`);
+  }
+
+  // --- agents ---------------------------------------------------------------
+
+  /**
+   * Registers an agent under `principalId` with `key`'s public key (the private
+   * key never leaves this process). Idempotent per key: registering the same
+   * key again in the same organization answers the same agent.
+   */
+  registerAgent(options: { name: string; principalId: string; key: AgentKey; owner?: string; businessUnit?: string; environment?: string }): Promise<Agent> {
+    const body: Record<string, string> = { name: options.name, acting_for_principal_id: options.principalId, public_key: options.key.publicKey };
+    if (options.owner !== undefined) body.owner = options.owner;
+    if (options.businessUnit !== undefined) body.business_unit = options.businessUnit;
+    if (options.environment !== undefined) body.environment = options.environment;
+    return this.request("POST", "/v1/agents", { body });
+  }
+
+  getAgent(agent: AgentRef): Promise<Agent> {
+    return this.request("GET", `/v1/agents/${seg(agentIdOf(agent))}`);
+  }
+
+  /** registered → active. */
+  activate(agent: AgentRef, reason?: string): Promise<Agent> {
+    return this.transition(agent, "activate", reason);
+  }
+
+  /** active → suspended: its Intents go to human review until reactivated. */
+  suspend(agent: AgentRef, reason?: string): Promise<Agent> {
+    return this.transition(agent, "suspend", reason);
+  }
+
+  /** suspended → active. */
+  reactivate(agent: AgentRef, reason?: string): Promise<Agent> {
+    return this.transition(agent, "reactivate", reason);
+  }
+
+  /** → revoked (terminal): for a compromised key, from any non-terminal state. */
+  revoke(agent: AgentRef, reason?: string): Promise<Agent> {
+    return this.transition(agent, "revoke", reason);
+  }
+
+  /** → retired (terminal). */
+  retire(agent: AgentRef, reason?: string): Promise<Agent> {
+    return this.transition(agent, "retire", reason);
+  }
+
+  /** Replaces the agent's key: the answer carries the new certificate_id; the old one stops verifying at once. */
+  rotateKey(agent: AgentRef, newKey: AgentKey): Promise<Agent> {
+    return this.request("POST", `/v1/agents/${seg(agentIdOf(agent))}/rotate-key`, { body: { public_key: newKey.publicKey } });
+  }
+
+  /** An agent-signed liveness signal (accepted while the agent is active). */
+  async heartbeat(agent: AgentIdentity): Promise<Heartbeat> {
+    const bytes = new TextEncoder().encode(JSON.stringify({ agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: randomUUID() }));
+    const headers = await this.bodySignature(agent, bytes);
+    return this.request("POST", `/v1/agents/${seg(agent.agentId)}/heartbeat`, { body: bytes, credentials: { kind: "agent", headers: async () => headers } });
+  }
+
+  private transition(agent: AgentRef, op: string, reason?: string): Promise<Agent> {
+    return this.request("POST", `/v1/agents/${seg(agentIdOf(agent))}/${op}`, { body: reason === undefined ? {} : { reason } });
+  }
+
+  // --- intents and decisions ------------------------------------------------
+
+  /**
+   * Signs and submits an Intent. ALLOW, DENY and HUMAN_REVIEW all resolve
+   * (a decision is data); an error means evaluation did not complete.
+   */
+  async submitIntent(agent: AgentIdentity, intent: IntentFields): Promise<Decision> {
+    const { requestedAt, nonce, ...fields } = intent;
+    const doc: Record<string, unknown> = { agent_id: agent.agentId };
+    for (const [k, v] of Object.entries(fields)) if (v !== undefined) doc[k] = v;
+    doc.requested_at = requestedAt === undefined ? new Date().toISOString() : typeof requestedAt === "string" ? requestedAt : requestedAt.toISOString();
+    doc.nonce = nonce ?? randomUUID();
+    // Serialised and signed once: every retry sends these exact bytes.
+    const bytes = new TextEncoder().encode(JSON.stringify(doc));
+    const headers = await this.bodySignature(agent, bytes);
+    return this.request("POST", "/v1/intents", { body: bytes, credentials: { kind: "agent", headers: async () => headers } });
+  }
+
+  /** Reads a decision with the client's credentials, or, given `agent`, as that agent (its own decisions only). */
+  getDecision(decisionId: string, options: { agent?: AgentIdentity } = {}): Promise<Decision> {
+    const path = `/v1/decisions/${seg(decisionId)}`;
+    const { agent } = options;
+    const credentials: RequestCredentials = agent
+      ? {
+          kind: "agent",
+          headers: async () => {
+            const timestamp = new Date().toISOString();
+            return {
+              "x-service-key-id": agent.certificateId,
+              "x-service-timestamp": timestamp,
+              "x-service-signature": await agent.key.sign(`GET ${path}\n${timestamp}`),
+            };
+          },
+        }
+      : { kind: "org" };
+    return this.request("GET", path, { credentials });
+  }
+
+  /**
+   * Polls a decision until it is final: at once for ALLOW and DENY, and for
+   * HUMAN_REVIEW once its status is RESOLVED. Throws ResolutionTimeoutError
+   * after `timeoutMs` (default 60 s); polls every `intervalMs` (default 1 s).
+   */
+  async waitForResolution(decisionId: string, options: { timeoutMs?: number; intervalMs?: number; agent?: AgentIdentity } = {}): Promise<Decision> {
+    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+    const interval = options.intervalMs ?? 1_000;
+    for (;;) {
+      const decision = await this.getDecision(decisionId, { agent: options.agent });
+      if (decision.outcome !== "HUMAN_REVIEW" || decision.status === "RESOLVED") return decision;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new ResolutionTimeoutError({ status: 0, detail: "resolution_timeout", message: `Decision ${decisionId} was still ${decision.status ?? "PENDING"} when the wait ended.` });
+      }
+      await sleep(Math.min(interval, left));
+    }
+  }
+
+  /** Resolves a pending HUMAN_REVIEW (REVIEWER). The outcome keeps reading HUMAN_REVIEW. */
+  reviewDecision(decisionId: string, resolution: ReviewResolution, reason: string): Promise<Decision> {
+    return this.request("POST", `/v1/decisions/${seg(decisionId)}/review`, { body: { resolution, reason } });
+  }
+
+  // --- capabilities ---------------------------------------------------------
+
+  /** Issues the single Capability of an ALLOW decision. */
+  issueCapability(decisionId: string, options: IssueCapabilityOptions): Promise<CapabilityToken> {
+    return this.request("POST", `/v1/decisions/${seg(decisionId)}/capability-token`, { body: capabilityBody(options) });
+  }
+
+  /** Issues the single Capability of a HUMAN_REVIEW decision resolved `approved`. */
+  issueCapabilityFromReview(decisionId: string, options: IssueCapabilityOptions): Promise<CapabilityToken> {
+    return this.request("POST", `/v1/decisions/${seg(decisionId)}/capability-token/from-review`, { body: capabilityBody(options) });
+  }
+
+  /**
+   * Verifies and consumes a Capability (CAPABILITY_VERIFY). A mismatch is a
+   * ConflictError with the token left unconsumed; a replay is a ConflictError
+   * `capability_consumed`.
+   */
+  verifyCapability(options: VerifyCapabilityOptions): Promise<VerifiedCapability> {
+    const { environment, ...rest } = options;
+    return this.request("POST", "/v1/capability-tokens/verify", { body: environment === undefined ? rest : { ...rest, environment } });
+  }
+
+  // --- governance (what the platform UI does) -------------------------------
+
+  /** Uploads a governance document (CSV, YAML or JSON). */
+  uploadGovernanceDocument(kind: GovernanceDocument["kind"], format: GovernanceDocument["format"], content: string): Promise<GovernanceDocument> {
+    return this.request("POST", "/v1/authority-graph/documents", { body: { kind, format, content } });
+  }
+
+  /** Generates a draft graph version from the uploaded documents (all of them unless named). */
+  generateGraphVersion(documentIds: string[] = []): Promise<GraphVersionRef> {
+    return this.request("POST", "/v1/authority-graph/versions:generate", { body: { document_ids: documentIds } });
+  }
+
+  /** Authors a draft graph version directly: `{roles, memberships, limits, delegations, approval_matrix}`. */
+  createGraphVersion(graph: Record<string, unknown>): Promise<GraphVersionRef> {
+    return this.request("POST", "/v1/authority-graph/versions", { body: { graph } });
+  }
+
+  /** Makes a graph version active (POLICY_APPROVER). */
+  publishGraphVersion(version: number): Promise<GraphVersionRef> {
+    return this.request("POST", `/v1/authority-graph/versions/${version}/publish`, { body: {} });
+  }
+
+  /** Creates a policy with its first draft version from a runtime policy document (`{actions, rules}`). */
+  createPolicy(policyKey: string, rules: Record<string, unknown>, description = ""): Promise<PolicyVersionRef> {
+    return this.request("POST", "/v1/policies", { body: { policy_key: policyKey, description, source: { rules } } });
+  }
+
+  /** draft → in_review (POLICY_AUTHOR). */
+  submitPolicyVersion(policyKey: string, version: number): Promise<PolicyVersionRef> {
+    return this.request("POST", `/v1/policies/${seg(policyKey)}/versions/${version}/submit`, { body: {} });
+  }
+
+  /** in_review → approved, by a POLICY_APPROVER other than the author. */
+  approvePolicyVersion(policyKey: string, version: number): Promise<PolicyVersionRef> {
+    return this.request("POST", `/v1/policies/${seg(policyKey)}/versions/${version}/approve`, { body: {} });
+  }
+
+  /** approved → active (POLICY_APPROVER): compiles the organization's bundle. */
+  publishPolicyVersion(policyKey: string, version: number): Promise<PolicyVersionRef> {
+    return this.request("POST", `/v1/policies/${seg(policyKey)}/versions/${version}/publish`, { body: {} });
+  }
+
+  /** Reads an evidence record (EVIDENCE_READ). */
+  getEvidence(evidenceId: string): Promise<Record<string, unknown>> {
+    return this.request("GET", `/v1/evidence/${seg(evidenceId)}`);
+  }
+
+  // --- transport --------------------------------------------------------------
+
+  /**
+   * Any /v1 call, with the client's credentials, retries and typed errors:
+   * for endpoints without a method of their own. A string or byte body is sent
+   * as is, anything else as JSON.
+   */
+  async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const credentials = options.credentials ?? { kind: "org" };
+    let url = `${this.baseUrl}${path}`;
+    if (options.query) {
+      const params = new URLSearchParams();
+      for (const [k, v] of Object.entries(options.query)) if (v !== undefined) params.set(k, String(v));
+      if (params.size) url += `?${params}`;
+    }
+    let body: string | Uint8Array<ArrayBuffer> | undefined;
+    if (options.body !== undefined) {
+      if (typeof options.body === "string") body = options.body;
+      else if (options.body instanceof Uint8Array) body = new Uint8Array(options.body);
+      else body = JSON.stringify(options.body);
+    }
+    for (let attempt = 0; ; attempt++) {
+      const headers: Record<string, string> = { accept: "application/json", "user-agent": "mandate-client-ts/0.1" };
+      if (body !== undefined) headers["content-type"] = "application/json";
+      if (credentials.kind === "org") Object.assign(headers, this.orgHeaders());
+      else if (credentials.kind === "agent") Object.assign(headers, await credentials.headers());
+
+      let failure: MandateError;
+      try {
+        const res = await this.fetchImpl(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
+        const text = await res.text();
+        const parsed = parseBody(text);
+        if (res.ok) return parsed as T;
+        failure = errorFromResponse(res.status, parsed, res.headers.get("x-request-id"));
+        if (res.status < 500) throw failure;
+      } catch (err) {
+        if (err instanceof MandateError) throw err;
+        failure = transportError(err, this.baseUrl, this.timeoutMs);
+      }
+      if (attempt >= this.maxRetries) throw failure;
+      await sleep(Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt));
+    }
+  }
+
+  private orgHeaders(): Record<string, string> {
+    if (this.options.apiKey) return { authorization: `Bearer ${this.options.apiKey}` };
+    if (this.options.operatorKey) {
+      return {
+        "x-service-operator-key": this.options.operatorKey,
+        ...(this.options.organizationId !== undefined && { "x-service-organization-id": this.options.organizationId }),
+      };
+    }
+    return {};
+  }
+
+  private async bodySignature(agent: AgentIdentity, bytes: Uint8Array): Promise<Record<string, string>> {
+    return { "x-service-key-id": agent.certificateId, "x-service-signature": await agent.key.sign(bytes) };
+  }
+}
+
+function parseBody(text: string): unknown {
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text; // not JSON (a proxy's error page): kept for the error message
+  }
+}
+
+/** A fetch failure as a TransportError: a timeout, or a connection that failed. */
+function transportError(err: unknown, baseUrl: string, timeoutMs: number): TransportError {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const timedOut = e.name === "TimeoutError" || e.name === "AbortError";
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+  return new TransportError({
+    status: 0,
+    detail: timedOut ? "timeout" : "connection_failed",
+    message: timedOut ? `No answer from ${baseUrl} within ${timeoutMs} ms.` : `Could not reach ${baseUrl}: ${cause?.code ?? cause?.message ?? e.message}`,
+    cause: err,
+  });
+}
+
+function capabilityBody(options: IssueCapabilityOptions): Record<string, unknown> {
+  return { audience: options.audience, issued_by: options.issuedBy, ...(options.ttlSeconds !== undefined && { ttl_seconds: options.ttlSeconds }) };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,375 @@
+import { createPrivateKey, createPublicKey } from "node:crypto";
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  AgentKey,
+  agentIdentity,
+  AuthenticationError,
+  boundConstraints,
+  ConflictError,
+  MandateClient,
+  MandateError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitedError,
+  ResolutionTimeoutError,
+  ServerError,
+  TransportError,
+  ValidationError,
+  type AgentIdentity,
+  type MandateClientOptions,
+} from "mandate/client";
+import { freePort } from "../support/global-setup.js";
+import { startService, uniqueEmail, type TestService } from "../support/service.js";
+
+/*
+ * Issue 8: the TypeScript client (`mandate/client`) against a live service,
+ * the same scenario suite as the Python client's (clients/python/tests):
+ * sandbox → register twice → activate → ALLOW → capability → verify → replay;
+ * HUMAN_REVIEW → poll while a reviewer approves → from-review capability; a
+ * tampered signature is a typed error sent once; and retries observed against
+ * a stub server that answers 503 twice, then 200.
+ */
+
+let svc: TestService;
+let dir: string;
+
+beforeAll(async () => {
+  svc = await startService();
+  dir = await mkdtemp(path.join(os.tmpdir(), "mandate-client-ts-"));
+});
+afterAll(async () => {
+  await svc?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** A fetch that counts the requests it sends (method and path). */
+function countingFetch(): { fetch: typeof fetch; calls: string[] } {
+  const calls: string[] = [];
+  return {
+    calls,
+    fetch: (input, init) => {
+      calls.push(`${init?.method ?? "GET"} ${new URL(String(input)).pathname}`);
+      return fetch(input, init);
+    },
+  };
+}
+
+/** An organization (sandbox), its client, a principal and an active agent with its identity. */
+async function sandboxAgent(options: Partial<MandateClientOptions> = {}) {
+  const anonymous = new MandateClient({ baseUrl: svc.baseUrl, ...options });
+  const sandbox = await anonymous.createSandbox(uniqueEmail("ts-client"));
+  const client = anonymous.withApiKey(sandbox.api_key);
+  const principal = await client.createPrincipal({ displayName: "Accounts Payable", kind: "role" });
+  const key = await AgentKey.generate();
+  const agent = await client.registerAgent({ name: "ts-agent", principalId: principal.principal_id, key });
+  await client.activate(agent);
+  return { sandbox, client, principal, key, agent, identity: agentIdentity(agent, key) };
+}
+
+describe("the scenario: sandbox → register twice → activate → ALLOW → capability → verify → replay", () => {
+  it("runs end to end with one identity per private key", async () => {
+    const client = new MandateClient({ baseUrl: svc.baseUrl });
+    const sandbox = await client.createSandbox(uniqueEmail("ts-scenario"));
+    expect(sandbox.starter_policy_key).toBe("starter");
+    expect(sandbox.organization_id).toMatch(/\S/);
+    const org = client.withApiKey(sandbox.api_key);
+    const principal = await org.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: "pat" });
+
+    // The key is generated locally and kept in a 0600 file; only the public key is uploaded.
+    const keyFile = path.join(dir, "scenario.pem");
+    const key = await AgentKey.loadOrCreate(keyFile);
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    const first = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key, environment: "sandbox" });
+    expect(first.state).toBe("registered");
+    expect(first.public_key).toBe(key.publicKey);
+    expect(first.environment).toBe("sandbox");
+
+    // Registering again with the same private key (read back from its file) is the same identity.
+    const again = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key: await AgentKey.loadOrCreate(keyFile) });
+    expect(again.agent_id).toBe(first.agent_id);
+    expect(again.certificate_id).toBe(first.certificate_id);
+
+    const active = await org.activate(first, "go live");
+    expect(active.state).toBe("active");
+    const agent: AgentIdentity = agentIdentity(first, key);
+
+    const intent = { action: "reference_noop", amount: 12.5, currency: "EUR", counterparty: "ACME Corp" };
+    const decision = await org.submitIntent(agent, intent);
+    expect(decision).toMatchObject({ outcome: "ALLOW", reason: "starter_reference_action" });
+    expect(Object.keys(decision).sort()).toEqual(["decision_id", "evaluated_at", "evidence_id", "outcome", "reason"]);
+    expect(decision.evaluated_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+
+    const capability = await org.issueCapability(decision.decision_id, { audience: "erp-gateway", issuedBy: "payables-bot", ttlSeconds: 120 });
+    expect(capability.token.split(".")).toHaveLength(3);
+    expect(Date.parse(capability.expires_at) - Date.now()).toBeLessThanOrEqual(121_000);
+
+    const constraints = boundConstraints(intent);
+    expect(constraints).toEqual({ amount: "12.5", currency: "EUR", counterparty: "ACME Corp" });
+    const verifyArgs = { token: capability.token, audience: "erp-gateway", action: "reference_noop", resource: "", constraints };
+
+    // A changed bound constraint is a 409 that leaves the token unconsumed…
+    const mismatch = await org.verifyCapability({ ...verifyArgs, constraints: { ...constraints, amount: "125" } }).catch((e: unknown) => e);
+    expect(mismatch).toBeInstanceOf(ConflictError);
+    expect((mismatch as ConflictError).detail).toBe("capability_constraint_mismatch");
+
+    // …so the right one still verifies, exactly once.
+    const verified = await org.verifyCapability(verifyArgs);
+    expect(verified).toEqual({ capability_id: capability.capability_id, decision_id: decision.decision_id, resource: "", constraints });
+    const replay = await org.verifyCapability(verifyArgs).catch((e: unknown) => e);
+    expect(replay).toBeInstanceOf(ConflictError);
+    expect(replay).toMatchObject({ status: 409, detail: "capability_consumed" });
+    expect((replay as ConflictError).requestId).toMatch(/\S/);
+
+    // The same nonce and bytes answer the same decision (what makes a retried Intent safe).
+    const nonce = crypto.randomUUID();
+    const requestedAt = new Date().toISOString();
+    const once = await org.submitIntent(agent, { action: "reference_noop", nonce, requestedAt });
+    const twice = await org.submitIntent(agent, { action: "reference_noop", nonce, requestedAt });
+    expect(twice.decision_id).toBe(once.decision_id);
+  });
+});
+
+describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capability", () => {
+  it("polls as the agent while a reviewer approves, then issues from the review", async () => {
+    const { client, identity } = await sandboxAgent();
+    const decision = await client.submitIntent(identity, { action: "wire_transfer", resource: "account:DE89-3704", context: { ticket: "FIN-7" } });
+    expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "unrecognized_action", status: "PENDING" });
+
+    const started = Date.now();
+    const [resolved] = await Promise.all([
+      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 100, timeoutMs: 20_000 }),
+      new Promise((r) => setTimeout(r, 400)).then(() => client.reviewDecision(decision.decision_id, "approved", "Checked with treasury.")),
+    ]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+    expect(resolved.outcome).toBe("HUMAN_REVIEW"); // never rewritten to ALLOW
+    expect(resolved.status).toBe("RESOLVED");
+    expect(resolved.resolution).toMatchObject({ resolution: "approved", reason: "Checked with treasury." });
+
+    const direct = await client.issueCapability(decision.decision_id, { audience: "bank", issuedBy: "ops" }).catch((e: unknown) => e);
+    expect(direct).toBeInstanceOf(ConflictError);
+    const capability = await client.issueCapabilityFromReview(decision.decision_id, { audience: "bank", issuedBy: "ops" });
+    const verified = await client.verifyCapability({ token: capability.token, audience: "bank", action: "wire_transfer", resource: "account:DE89-3704", constraints: {} });
+    expect(verified.decision_id).toBe(decision.decision_id);
+    expect(verified.resource).toBe("account:DE89-3704");
+  });
+
+  it("gives up with ResolutionTimeoutError while the review stays pending", async () => {
+    const { client, identity } = await sandboxAgent();
+    const decision = await client.submitIntent(identity, { action: "open_account" });
+    const err = await client.waitForResolution(decision.decision_id, { timeoutMs: 300, intervalMs: 50 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ResolutionTimeoutError);
+    expect(err).toBeInstanceOf(MandateError);
+    expect((err as ResolutionTimeoutError).detail).toBe("resolution_timeout");
+  });
+});
+
+describe("typed errors, never retried for a 4xx", () => {
+  it("a tampered signature is an AuthenticationError sent exactly once", async () => {
+    const counter = countingFetch();
+    const { client, agent } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const impostor: AgentIdentity = agentIdentity(agent, await AgentKey.generate());
+    counter.calls.length = 0;
+    const err = await client.submitIntent(impostor, { action: "reference_noop" }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AuthenticationError);
+    expect(err).toMatchObject({ status: 401, detail: "signature_invalid" });
+    expect((err as AuthenticationError).requestId).toMatch(/\S/);
+    expect((err as AuthenticationError).message).toMatch(/\S/);
+    expect(counter.calls).toEqual(["POST /v1/intents"]);
+
+    counter.calls.length = 0;
+    const unknown = await client.submitIntent({ ...impostor, certificateId: "crt_unknown" }, { action: "reference_noop" }).catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ status: 401, detail: "unknown_key" });
+    expect(counter.calls).toHaveLength(1);
+  });
+
+  it("maps 403, 404, 409 and 422 to their classes, each after one request", async () => {
+    const counter = countingFetch();
+    const { client, principal, identity } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const cases: [() => Promise<unknown>, abstract new (...args: never[]) => MandateError, number, string][] = [
+      [() => new MandateClient({ baseUrl: svc.baseUrl, fetch: counter.fetch }).createPrincipal({ displayName: "x", kind: "person" }), AuthenticationError, 401, "missing_credentials"],
+      [() => client.getDecision("dec_missing"), NotFoundError, 404, "not_found"],
+      [() => client.activate(identity), ConflictError, 409, "invalid_transition"],
+      [() => client.createPrincipal({ displayName: "x", kind: "robot" as never }), ValidationError, 422, "validation_failed"],
+      [
+        async () => {
+          const key = await AgentKey.generate();
+          const fresh = await client.registerAgent({ name: "idle", principalId: principal.principal_id, key });
+          return client.submitIntent(agentIdentity(fresh, key), { action: "reference_noop" });
+        },
+        PermissionDeniedError,
+        403,
+        "agent_not_active",
+      ],
+    ];
+    for (const [run, Class, status, detail] of cases) {
+      counter.calls.length = 0;
+      const err = await run().catch((e: unknown) => e);
+      expect(err, detail).toBeInstanceOf(Class);
+      expect(err).toMatchObject({ status, detail });
+      expect(counter.calls.filter((c) => c !== "POST /v1/agents"), detail).toHaveLength(1);
+    }
+    const invalid = (await client.createPrincipal({ displayName: "x", kind: "robot" as never }).catch((e: unknown) => e)) as ValidationError;
+    expect(invalid.errors.map((e) => e.field)).toContain("kind");
+  });
+});
+
+describe("lifecycle", () => {
+  it("heartbeat, suspend, reactivate, rotate-key, revoke and retire", async () => {
+    const { client, principal, agent, identity } = await sandboxAgent();
+    const beat = await client.heartbeat(identity);
+    expect(beat).toMatchObject({ agent_id: agent.agent_id, state: "active" });
+
+    expect((await client.suspend(agent, "investigating")).state).toBe("suspended");
+    const held = await client.submitIntent(identity, { action: "reference_noop" });
+    expect(held).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING" });
+    expect((await client.reactivate(agent)).state).toBe("active");
+
+    const newKey = await AgentKey.generate();
+    const rotated = await client.rotateKey(agent, newKey);
+    expect(rotated.certificate_id).not.toBe(agent.certificate_id);
+    expect(rotated.public_key).toBe(newKey.publicKey);
+    await expect(client.submitIntent(identity, { action: "reference_noop" })).rejects.toMatchObject({ status: 401, detail: "unknown_key" });
+    const current = agentIdentity(rotated, newKey);
+    const decision = await client.submitIntent(current, { action: "reference_noop" });
+    expect(decision.outcome).toBe("ALLOW");
+    // The agent reads its own decision with a signed GET.
+    expect((await client.getDecision(decision.decision_id, { agent: current })).decision_id).toBe(decision.decision_id);
+
+    expect((await client.revoke(agent, "key leaked")).state).toBe("revoked");
+    await expect(client.submitIntent(current, { action: "reference_noop" })).rejects.toMatchObject({ status: 403, detail: "agent_revoked" });
+
+    const otherKey = await AgentKey.generate();
+    const other = await client.registerAgent({ name: "old", principalId: principal.principal_id, key: otherKey });
+    expect((await client.retire(other)).state).toBe("retired");
+    await expect(client.activate(other)).rejects.toBeInstanceOf(ConflictError);
+  });
+});
+
+describe("the operator key", () => {
+  it("acts for the organization it names, and for none without one", async () => {
+    const { sandbox, client } = await sandboxAgent();
+    const operator = new MandateClient({ baseUrl: svc.baseUrl, operatorKey: svc.operatorKey, organizationId: sandbox.organization_id });
+    const principal = await operator.createPrincipal({ displayName: "Ops", kind: "service" });
+    const key = await AgentKey.generate();
+    const agent = await operator.registerAgent({ name: "ops-bot", principalId: principal.principal_id, key });
+    expect((await operator.activate(agent)).state).toBe("active");
+    expect((await client.getAgent(agent.agent_id)).acting_for_principal_id).toBe(principal.principal_id);
+    const unnamed = new MandateClient({ baseUrl: svc.baseUrl, operatorKey: svc.operatorKey });
+    await expect(unnamed.createPrincipal({ displayName: "x", kind: "person" })).rejects.toMatchObject({ status: 401, detail: "missing_credentials" });
+  });
+});
+
+describe("keys", () => {
+  it("are standard PKCS#8 PEM files, owner-only, never overwritten by accident", async () => {
+    const file = path.join(dir, "key.pem");
+    const key = await AgentKey.generate();
+    await key.save(file);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    await expect(key.save(file)).rejects.toMatchObject({ code: "EEXIST" });
+    const pem = await readFile(file, "utf8");
+    // OpenSSL (via node:crypto) reads it and derives the same public key.
+    const raw = Buffer.from(createPublicKey(createPrivateKey(pem)).export({ format: "jwk" }).x!, "base64url");
+    expect(key.publicKey).toBe(`ed25519:base64:${raw.toString("base64")}`);
+    expect((await AgentKey.load(file)).publicKey).toBe(key.publicKey);
+    expect(await (await AgentKey.load(file)).sign("hello")).toBe(await key.sign("hello"));
+  });
+});
+
+/** A stub /v1 server: `answer(n, req, body)` decides the n-th (from 1) response. */
+async function stubServer(answer: (n: number, req: http.IncomingMessage, body: Buffer) => { status: number; body?: unknown } | null) {
+  const seen: { method: string; url: string; body: Buffer; headers: http.IncomingHttpHeaders }[] = [];
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks);
+    seen.push({ method: req.method!, url: req.url!, body, headers: req.headers });
+    const a = answer(seen.length, req, body);
+    if (a === null) return; // never answer: the client must time out
+    res.writeHead(a.status, { "content-type": "application/json", "x-request-id": `stub-${seen.length}` });
+    res.end(JSON.stringify(a.body ?? {}));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { url, seen, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+}
+
+const UNAVAILABLE = { detail: "unavailable", message: "Temporarily unavailable.", request_id: "stub" };
+
+describe("retries (against a stub server)", () => {
+  it("retries 503 twice then succeeds, resending the same signed bytes", async () => {
+    const decision = { decision_id: "dec_1", outcome: "ALLOW", reason: "starter_reference_action", evidence_id: "evd_1", evaluated_at: new Date().toISOString() };
+    const stub = await stubServer((n) => (n <= 2 ? { status: 503, body: UNAVAILABLE } : { status: 200, body: decision }));
+    try {
+      const client = new MandateClient({ baseUrl: stub.url, maxRetries: 4, backoffBaseMs: 10, backoffCapMs: 50 });
+      const key = await AgentKey.generate();
+      const result = await client.submitIntent({ agentId: "agt_1", certificateId: "crt_1", key }, { action: "reference_noop", amount: 5 });
+      expect(result).toEqual(decision);
+      expect(stub.seen).toHaveLength(3);
+      expect(new Set(stub.seen.map((s) => s.body.toString("hex"))).size).toBe(1);
+      expect(new Set(stub.seen.map((s) => s.headers["x-service-signature"])).size).toBe(1);
+      expect(stub.seen[0]!.headers["x-service-key-id"]).toBe("crt_1");
+      expect(stub.seen[0]!.headers.authorization).toBeUndefined();
+      expect(JSON.parse(stub.seen[0]!.body.toString())).toMatchObject({ agent_id: "agt_1", action: "reference_noop", amount: 5 });
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("stops after maxRetries with a ServerError carrying the last answer", async () => {
+    const stub = await stubServer(() => ({ status: 503, body: UNAVAILABLE }));
+    try {
+      const client = new MandateClient({ baseUrl: stub.url, apiKey: "k", maxRetries: 3, backoffBaseMs: 1, backoffCapMs: 5 });
+      const err = await client.getDecision("dec_1").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ServerError);
+      expect(err).toMatchObject({ status: 503, detail: "unavailable", requestId: "stub" });
+      expect(stub.seen).toHaveLength(4);
+      expect(stub.seen[0]!.headers.authorization).toBe("Bearer k");
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("never retries a 4xx (429 included)", async () => {
+    const stub = await stubServer(() => ({ status: 429, body: { detail: "rate_limited", message: "slow down", request_id: "r" } }));
+    try {
+      const client = new MandateClient({ baseUrl: stub.url, maxRetries: 5, backoffBaseMs: 1 });
+      await expect(client.createSandbox("a@example.com")).rejects.toBeInstanceOf(RateLimitedError);
+      expect(stub.seen).toHaveLength(1);
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("retries timeouts and refused connections, then raises TransportError", async () => {
+    const stub = await stubServer((n) => (n === 1 ? null : { status: 200, body: { agent_id: "agt_1" } }));
+    try {
+      const client = new MandateClient({ baseUrl: stub.url, apiKey: "k", timeoutMs: 200, maxRetries: 2, backoffBaseMs: 1 });
+      expect(await client.getAgent("agt_1")).toEqual({ agent_id: "agt_1" });
+      expect(stub.seen).toHaveLength(2);
+      const never = await stubServer(() => null);
+      try {
+        const err = await new MandateClient({ baseUrl: never.url, timeoutMs: 150, maxRetries: 1, backoffBaseMs: 1 }).getAgent("a").catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(TransportError);
+        expect(err).toMatchObject({ status: 0, detail: "timeout" });
+        expect(never.seen).toHaveLength(2);
+      } finally {
+        await never.close();
+      }
+    } finally {
+      await stub.close();
+    }
+    const closed = await freePort();
+    const counter = countingFetch();
+    const client = new MandateClient({ baseUrl: `http://127.0.0.1:${closed}`, fetch: counter.fetch, maxRetries: 3, backoffBaseMs: 1 });
+    const err = await client.getAgent("agt_1").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransportError);
+    expect(err).toMatchObject({ status: 0, detail: "connection_failed" });
+    expect((err as TransportError).message).toMatch(/ECONNREFUSED/);
+    expect(counter.calls).toHaveLength(4);
+  });
+});
