@@ -1,11 +1,14 @@
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import { MandateError } from "./errors.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 
 type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
 
 interface Pending {
   decision: NewDecision;
+  /** The certificate that signed the Intent, rechecked at commit. */
+  certificateId: string;
   payload: Record<string, unknown>;
   resolve(): void;
   reject(err: unknown): void;
@@ -30,12 +33,17 @@ export class DecisionWriter {
     private readonly evidence: EvidenceLog,
   ) {}
 
-  /** Records the decision with a `decision` evidence record; sets `decision.evidence_id`. */
-  write(decision: NewDecision, payload: Record<string, unknown>): Promise<void> {
+  /**
+   * Records the decision with a `decision` evidence record; sets
+   * `decision.evidence_id`. Rejects with the agent-state error when the agent
+   * was revoked, retired or re-keyed after its signature was verified; an
+   * agent suspended meanwhile gets HUMAN_REVIEW `agent_suspended` instead.
+   */
+  write(decision: NewDecision, certificateId: string, payload: Record<string, unknown>): Promise<void> {
     return new Promise((resolve, reject) => {
       const org = decision.organization_id;
       const queue = this.queues.get(org);
-      const item = { decision, payload, resolve, reject };
+      const item = { decision, certificateId, payload, resolve, reject };
       if (queue) {
         queue.push(item);
         return;
@@ -54,8 +62,12 @@ export class DecisionWriter {
       }
       const batch = queue.splice(0, MAX_BATCH);
       try {
-        await this.commit(batch);
-        batch.forEach((p) => p.resolve());
+        const refused = await this.commit(batch);
+        batch.forEach((p) => {
+          const why = refused.get(p);
+          if (why) p.reject(why);
+          else p.resolve();
+        });
       } catch (err) {
         if (batch.length === 1) {
           batch[0]!.reject(err);
@@ -64,8 +76,9 @@ export class DecisionWriter {
         // One bad apple (e.g. a nonce that raced in) must not fail its neighbours: retry each alone.
         for (const p of batch) {
           try {
-            await this.commit([p]);
-            p.resolve();
+            const why = (await this.commit([p])).get(p);
+            if (why) p.reject(why);
+            else p.resolve();
           } catch (e) {
             p.reject(e);
           }
@@ -74,17 +87,51 @@ export class DecisionWriter {
     }
   }
 
-  private async commit(batch: readonly Pending[]): Promise<void> {
+  /** Commits the group's admissible decisions; returns the refused ones with their error. */
+  private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
+    const refused = new Map<Pending, MandateError>();
     await this.db.transaction(async (tx) => {
-      const entries: EvidenceEntry[] = batch.map((p) => ({
+      // Lock order: agents, then the evidence head, as lifecycle transitions do (no deadlock).
+      const signers = await decisionStore.lockSigners(tx, [...new Set(batch.map((p) => p.certificateId))]);
+      const admitted = batch.filter((p) => {
+        const why = recheck(p, signers.get(p.certificateId));
+        if (why) refused.set(p, why);
+        return !why;
+      });
+      if (admitted.length === 0) return;
+      const entries: EvidenceEntry[] = admitted.map((p) => ({
         organizationId: p.decision.organization_id,
         kind: "decision",
         subjectId: p.decision.decision_id,
         payload: p.payload,
       }));
-      const records = await this.evidence.append(tx, entries, batch[0]!.decision.evaluated_at);
-      batch.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
-      await decisionStore.insertMany(tx, batch.map((p) => p.decision));
+      const records = await this.evidence.append(tx, entries, admitted[0]!.decision.evaluated_at);
+      admitted.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
+      await decisionStore.insertMany(tx, admitted.map((p) => p.decision));
     });
+    return refused;
   }
+}
+
+/**
+ * The agent may have changed state between signature verification and this
+ * commit: refuse what may no longer be recorded; send a now-suspended agent's
+ * action to review with no rule result.
+ */
+function recheck(p: Pending, signer: { cert_state: string; agent_state: string } | undefined): MandateError | null {
+  if (!signer || signer.cert_state === "replaced") return new MandateError("unknown_key", "The certificate was replaced by key rotation.");
+  switch (signer.agent_state) {
+    case "revoked":
+      return new MandateError("agent_revoked", "The agent is revoked.");
+    case "retired":
+      return new MandateError("agent_retired", "The agent is retired.");
+    case "registered":
+      return new MandateError("agent_not_active", "The agent is not active.");
+    case "suspended":
+      if (p.decision.reason !== "agent_suspended") {
+        Object.assign(p.decision, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "" });
+        Object.assign(p.payload, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "", trace: [] });
+      }
+  }
+  return null;
 }

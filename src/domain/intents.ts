@@ -175,9 +175,10 @@ export class Intents {
       evaluated_at: evaluatedAt,
     };
     try {
-      await this.writer.write(decision, {
+      await this.writer.write(decision, cert.certificate_id, {
         decision_id: decision.decision_id,
         agent_id: cert.agent_id,
+        principal_id: cert.acting_for_principal_id,
         certificate_id: cert.certificate_id,
         intent: decision.intent,
         intent_sha256: bodySha.toString("hex"),

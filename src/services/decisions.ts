@@ -43,13 +43,14 @@ export class IntentServiceImpl implements ServiceImpl<typeof IntentService> {
     const caller = anyCaller(ctx);
     if (caller.kind !== "agent_signed") throw new MandateError("missing_credentials", "Intents are signed by the agent.");
     const d = await this.intents.submit(caller.keyId, caller.signature, req.intent);
-    // Exactly the spec's three shapes: status only on HUMAN_REVIEW, always PENDING in this answer.
+    // Exactly the spec's three shapes: status only on HUMAN_REVIEW (PENDING when decided; a
+    // replayed nonce answers the decision as it stands now).
     return {
       decisionId: d.decision_id,
       outcome: outcomes.toProto(d.outcome),
       reason: d.reason,
       evidenceId: d.evidence_id,
-      status: d.outcome === "HUMAN_REVIEW" ? statuses.toProto("PENDING") : 0,
+      status: d.status ? statuses.toProto(d.status) : 0,
       evaluatedAt: ts(d.evaluated_at),
     };
   }

@@ -1,4 +1,5 @@
-import { generateKeyPairSync, randomUUID, sign, type KeyObject } from "node:crypto";
+import { createHash, createPublicKey, generateKeyPairSync, randomUUID, sign, verify, type KeyObject } from "node:crypto";
+import canonicalizeModule from "canonicalize";
 import { ScalarType, toJson, type DescField, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -16,6 +17,9 @@ import type { TestService } from "./service.js";
  * or over gRPC and answers in one normalised form, so a table of expectations
  * holds both transports to the same contract.
  */
+
+// canonicalize is CommonJS `module.exports = function`; under NodeNext the default import is that function.
+const canonicalize = canonicalizeModule as unknown as (value: unknown) => string | undefined;
 
 /** The two transports every table-driven e2e test runs through. */
 export type Transport = "v1" | "grpc";
@@ -179,7 +183,7 @@ export async function call(svc: TestService, transport: Transport, method: DescM
   const client = svc.grpc(method.parent) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<any>>;
   try {
     const res = await client[method.localName]!(grpcRequest(method.input, request), { headers, timeoutMs: 30_000 });
-    return { transport, status: 200, body: toWire(method.output, res), grpcCode: Code.Ok as Code };
+    return { transport, status: 200, body: toWire(method.output, res) };
   } catch (err) {
     const e = ConnectError.from(err);
     const [d] = e.findDetails(ErrorDetailSchema);
@@ -280,9 +284,10 @@ export function signBody(agent: Pick<TestAgent, "certificateId" | "key">, doc: R
   return { bytes: new Uint8Array(bytes), keyId: agent.certificateId, signature: agent.key.sign(bytes) };
 }
 
-/** Submits signed Intent bytes (POST /v1/intents, or SubmitIntent with the bytes in `intent`). */
+/** Submits signed Intent bytes (POST /v1/intents, or SubmitIntent with the bytes in `intent`); empty keyId and signature send no credentials. */
 export function submitIntent(svc: TestService, transport: Transport, signed: SignedBody): Promise<Result> {
-  return call(svc, transport, IntentService.method.submitIntent, { intent: signed.bytes }, { keyId: signed.keyId, signature: signed.signature });
+  const auth = signed.keyId === "" && signed.signature === "" ? undefined : { keyId: signed.keyId, signature: signed.signature };
+  return call(svc, transport, IntentService.method.submitIntent, { intent: signed.bytes }, auth);
 }
 
 /** Sends an agent-signed heartbeat `{agent_id, sent_at, nonce}`. */
@@ -311,4 +316,105 @@ export async function exportEvidence(svc: TestService, apiKey: string): Promise<
   const jwks = await svc.v1("GET", "/.well-known/jwks.json");
   if (jwks.status !== 200) throw new Error(`reading the JWKS failed: ${jwks.status}`);
   return { records, jwks: jwks.body };
+}
+
+/**
+ * Publishes, in `org`, a `payments` policy for `vendor_payment` (DENY
+ * `amount_over_hard_cap` above 1,000,000, else the authority graph) and a graph
+ * giving the org's principal a USD limit of 50,000 with bands: up to 1,000 →
+ * ALLOW `within_delegated_authority`, up to 5,000 → HUMAN_REVIEW
+ * `requires_approval`, up to 20,000 → HUMAN_REVIEW `requires_dual_approval`,
+ * above → DENY `exceeds_approval_limit`. Authored by the org key, approved and
+ * published by a second key (four eyes).
+ */
+export async function publishPaymentsPolicy(svc: TestService, org: OrgFixture): Promise<void> {
+  const principal = await svc.v1("GET", `/v1/principals/${org.principalId}`, { bearer: org.apiKey });
+  const approver = await newApiKey(svc, org.apiKey, ["POLICY_APPROVER"], "approver");
+  const steps: [string, string, unknown, string][] = [
+    ["POST", "/v1/policies", {
+      policy_key: "payments",
+      description: "Vendor payments within delegated authority.",
+      source: { rules: { actions: ["vendor_payment"], rules: [
+        { id: "hard_cap", when: { amount: { gt: 1_000_000 } }, outcome: "DENY", reason: "amount_over_hard_cap" },
+        { id: "authority", authority: true },
+      ] } },
+    }, org.apiKey],
+    ["POST", "/v1/policies/payments/versions/1/submit", {}, org.apiKey],
+    ["POST", "/v1/policies/payments/versions/1/approve", {}, approver.apiKey],
+    ["POST", "/v1/policies/payments/versions/1/publish", {}, approver.apiKey],
+    ["POST", "/v1/authority-graph/versions", { graph: {
+      roles: [{ role: "clerk", reports_to: null }],
+      memberships: [{ principal: principal.body.external_ref, role: "clerk" }],
+      limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 50_000 }],
+      delegations: [],
+      approval_matrix: [
+        { action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 },
+        { action: "vendor_payment", currency: "USD", up_to_amount: 5_000, approvals_required: 1 },
+        { action: "vendor_payment", currency: "USD", up_to_amount: 20_000, approvals_required: 2 },
+      ],
+    } }, org.apiKey],
+    ["POST", "/v1/authority-graph/versions/1/publish", {}, approver.apiKey],
+  ];
+  for (const [method, path, body, bearer] of steps) {
+    const res = await svc.v1(method, path, { bearer, body });
+    if (res.status !== 200) throw new Error(`${method} ${path} failed: ${res.status} ${JSON.stringify(res.body)}`);
+  }
+}
+
+/** A vendor payment Intent of `amount` USD (see publishPaymentsPolicy for the outcomes). */
+export function paymentDoc(agentId: string, amount: number, fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return intentDoc(agentId, { action: "vendor_payment", amount, currency: "USD", counterparty: "ACME Corp", ...fields });
+}
+
+/** How many decisions the organization holds for `agentId` (GET /v1/decisions, all pages). */
+export async function decisionCount(svc: TestService, apiKey: string, agentId: string): Promise<number> {
+  let count = 0;
+  let token = "";
+  for (;;) {
+    const res = await svc.v1("GET", `/v1/decisions?agent_id=${agentId}&page_size=500${token ? `&page_token=${token}` : ""}`, { bearer: apiKey });
+    if (res.status !== 200) throw new Error(`listing decisions failed: ${res.status} ${JSON.stringify(res.body)}`);
+    count += res.body.decisions.length;
+    token = res.body.next_page_token;
+    if (!token) return count;
+  }
+}
+
+/** The organization's evidence head: how many records its chain holds. */
+export async function evidenceCount(svc: TestService, apiKey: string): Promise<number> {
+  return (await exportEvidence(svc, apiKey)).records.length;
+}
+
+/** Follows an organization's evidence chain: each `next()` returns the records appended since the previous call. */
+export async function evidenceCursor(svc: TestService, apiKey: string): Promise<{ next(): Promise<any[]> }> {
+  let seq = 0;
+  const next = async () => {
+    const fresh: any[] = [];
+    for (;;) {
+      const res = await svc.v1("GET", `/v1/evidence?after_seq=${seq}&page_size=1000`, { bearer: apiKey });
+      if (res.status !== 200) throw new Error(`reading evidence failed: ${res.status} ${JSON.stringify(res.body)}`);
+      fresh.push(...res.body.records);
+      if (res.body.records.length) seq = res.body.records[res.body.records.length - 1].seq;
+      if (!res.body.has_more) return fresh;
+    }
+  };
+  await next();
+  return { next };
+}
+
+/**
+ * Checks one evidence record against a JWKS independently of src/evidence:
+ * SHA-256 over the RFC 8785 canonical JSON (npm `canonicalize`) of every member
+ * but digest, kid and signature; Ed25519 (base64url) over the hex digest's bytes
+ * with the JWKS key named by `kid`. Returns what failed, or [] when it verifies.
+ */
+export function independentRecordCheck(record: any, jwks: { keys: any[] }): string[] {
+  const problems: string[] = [];
+  const { digest, kid, signature, ...covered } = record;
+  const recomputed = createHash("sha256").update(canonicalize(covered)!, "utf8").digest("hex");
+  if (recomputed !== digest) problems.push(`digest ${digest} but content hashes to ${recomputed}`);
+  const jwk = jwks.keys.find((k) => k.kid === kid);
+  if (!jwk) return [...problems, `kid ${kid} not in the JWKS`];
+  const key = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x }, format: "jwk" });
+  if (!verify(null, Buffer.from(digest, "utf8"), key, Buffer.from(signature, "base64url"))) problems.push("signature does not verify");
+  return problems;
 }

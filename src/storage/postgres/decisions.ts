@@ -61,6 +61,24 @@ export const decisionStore = {
     );
   },
 
+  /**
+   * Share-locks the signing agents of a group (ascending agent_id, the order
+   * lifecycle transitions lock them in too) and returns each certificate's
+   * current state and its agent's. Held until commit, so a revocation either
+   * commits before these decisions (and they see it) or waits for them.
+   */
+  async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, { cert_state: string; agent_state: string }>> {
+    const { rows } = await q.query<{ certificate_id: string; cert_state: string; agent_state: string }>(
+      `SELECT c.certificate_id, c.state AS cert_state, a.state AS agent_state
+         FROM certificates c JOIN agents a USING (agent_id)
+        WHERE c.certificate_id = ANY($1::text[])
+        ORDER BY a.agent_id
+        FOR SHARE OF a`,
+      [certificateIds],
+    );
+    return new Map(rows.map((r) => [r.certificate_id, r]));
+  },
+
   /** Inserts many decisions in one statement (the group commit of the Intent path). */
   async insertMany(q: Queryable, ds: readonly Omit<DecisionRow, "resolution" | "approvals">[]): Promise<void> {
     const col = <T>(f: (d: Omit<DecisionRow, "resolution" | "approvals">) => T) => ds.map(f);

@@ -1,0 +1,491 @@
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { verifyEvidenceExport } from "../../src/evidence/verify.js";
+import {
+  expectResult,
+  exportEvidence,
+  independentRecordCheck,
+  intentDoc,
+  newAgent,
+  newOrgFixture,
+  paymentDoc,
+  publishPaymentsPolicy,
+  signBody,
+  submitIntent,
+  type OrgFixture,
+  type Result,
+  type SignedBody,
+  type TestAgent,
+  type Transport,
+} from "../support/agents.js";
+import { createTestDatabase, createV1Client, startService, type TestService } from "../support/service.js";
+
+/*
+ * The evidence log (issue 3 §8) and its durability under a crash (issue 5):
+ * an exported chain verifies with the CLI, and edited, deleted, reordered,
+ * duplicated or foreign-signed copies are caught with the record named; the
+ * table refuses UPDATE, DELETE and TRUNCATE; the JWKS verifies records; and a
+ * service killed with SIGKILL mid-load loses no evidence of any decision it
+ * answered 200.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+let svc: TestService;
+let org: OrgFixture;
+let tmp: string;
+let exported: { records: any[]; jwks: { keys: any[] } };
+
+beforeAll(async () => {
+  svc = await startService();
+  org = await newOrgFixture(svc);
+  tmp = await mkdtemp(path.join(os.tmpdir(), "mandate-evidence-"));
+  await publishPaymentsPolicy(svc, org);
+  // A chain with every kind of record: registrations, transitions, rotation, labels, decisions.
+  const agent = await newAgent(svc, org);
+  await svc.v1("PATCH", `/v1/agents/${agent.agentId}`, { bearer: org.apiKey, body: { owner: "ops@example.com" } });
+  for (const amount of [10, 2_500, 30_000]) await submitIntent(svc, "v1", signBody(agent, paymentDoc(agent.agentId, amount)));
+  await svc.v1("POST", `/v1/agents/${agent.agentId}/suspend`, { bearer: org.apiKey, body: { reason: "audit" } });
+  await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId)));
+  await svc.v1("POST", `/v1/agents/${agent.agentId}/revoke`, { bearer: org.apiKey, body: {} });
+  exported = await exportEvidence(svc, org.apiKey);
+});
+afterAll(async () => {
+  await svc?.close();
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+});
+
+/**
+ * Runs `mandate evidence verify` (src/cli/main.ts, as `npx tsx` runs it, but
+ * `node --import tsx` in one process instead of tsx's two) and returns its exit
+ * code and output.
+ */
+function cli(...args: string[]): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ["--import", "tsx", "src/cli/main.ts", "evidence", "verify", ...args], { cwd: root, timeout: 30_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+      resolve({ code, out: `${stdout}${stderr}` });
+    });
+  });
+}
+
+async function writeExport(name: string, value: unknown): Promise<string> {
+  const file = path.join(tmp, name);
+  await writeFile(file, JSON.stringify(value, null, 2));
+  return file;
+}
+
+const clone = <T>(v: T): T => structuredClone(v);
+
+describe("an exported chain", () => {
+  it("is complete, in order, linked, and every record verifies against the JWKS independently", () => {
+    const { records, jwks } = exported;
+    expect(records.length).toBeGreaterThanOrEqual(11);
+    const kinds = new Set(records.map((r) => r.kind));
+    for (const k of ["agent.registered", "agent.activated", "agent.ownership_transferred", "agent.suspended", "agent.revoked", "decision"]) expect(kinds).toContain(k);
+    records.forEach((r, i) => {
+      expect(r.organization_id).toBe(org.organizationId);
+      expect(r.seq).toBe(i + 1);
+      expect(r.prev_digest).toBe(i === 0 ? null : records[i - 1].digest);
+      expect(independentRecordCheck(r, jwks), `seq ${r.seq}`).toEqual([]);
+    });
+    // A tampered record fails the same independent check.
+    const edited = clone(records[3]);
+    edited.payload.by = "someone else";
+    expect(independentRecordCheck(edited, jwks)).not.toEqual([]);
+  });
+
+  it("GET /v1/evidence/{id} returns the same record as the export; other organizations get 404", async () => {
+    const other = await svc.newOrg();
+    for (const r of exported.records.slice(0, 3)) {
+      const res = await svc.v1("GET", `/v1/evidence/${r.evidence_id}`, { bearer: org.apiKey });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual(r);
+      const foreign = await svc.v1("GET", `/v1/evidence/${r.evidence_id}`, { bearer: other.apiKey });
+      expect(foreign.status).toBe(404);
+      expect(foreign.body.detail).toBe("not_found");
+    }
+    const mine = await svc.v1("GET", "/v1/evidence", { bearer: other.apiKey });
+    expect(JSON.stringify(mine.body)).not.toContain(org.organizationId);
+  });
+
+  it("pages by after_seq without gaps or overlaps", async () => {
+    const seen: number[] = [];
+    let after = 0;
+    for (let i = 0; i < 100; i++) {
+      const res = await svc.v1("GET", `/v1/evidence?after_seq=${after}&page_size=5`, { bearer: org.apiKey });
+      expect(res.status).toBe(200);
+      seen.push(...res.body.records.map((r: any) => r.seq));
+      if (!res.body.has_more) break;
+      after = res.body.records.at(-1).seq;
+    }
+    expect(seen).toEqual(exported.records.map((r) => r.seq));
+  });
+});
+
+describe("mandate evidence verify", () => {
+  /** A tampered copy, what the verifier must report, and the record it must name. */
+  interface Tamper {
+    name: string;
+    make(): { records: any[]; jwks: { keys: any[] } };
+    problem: string;
+    names: () => string;
+  }
+  const pick = (seq: number) => exported.records.find((r) => r.seq === seq);
+  const decisionSeq = () => exported.records.find((r) => r.kind === "decision").seq as number;
+
+  const tampers: Tamper[] = [
+    {
+      name: "an edited payload (a DENY turned into ALLOW)",
+      make: () => {
+        const copy = clone(exported);
+        const r = copy.records.find((x) => x.kind === "decision" && x.payload.outcome === "DENY");
+        r.payload.outcome = "ALLOW";
+        return copy;
+      },
+      problem: "digest_mismatch",
+      names: () => exported.records.find((x) => x.kind === "decision" && x.payload.outcome === "DENY").evidence_id,
+    },
+    {
+      name: "an edited record with its digest recomputed",
+      make: () => {
+        const copy = clone(exported);
+        const r = copy.records.find((x) => x.seq === decisionSeq());
+        r.payload.reason = "forged";
+        // Recompute the digest the way the format defines it; the signature cannot follow.
+        const { digest: _d, kid: _k, signature: _s, ...covered } = r;
+        r.digest = createHash("sha256").update(canonicalJson(covered)).digest("hex");
+        return copy;
+      },
+      problem: "signature_invalid",
+      names: () => pick(decisionSeq()).evidence_id,
+    },
+    {
+      name: "a deleted record",
+      make: () => {
+        const copy = clone(exported);
+        copy.records.splice(4, 1); // seq 5
+        return copy;
+      },
+      problem: "sequence_gap",
+      names: () => pick(6).evidence_id,
+    },
+    {
+      name: "two records swapped",
+      make: () => {
+        const copy = clone(exported);
+        [copy.records[6], copy.records[7]] = [copy.records[7], copy.records[6]];
+        return copy;
+      },
+      problem: "out_of_order",
+      names: () => exported.records[7].evidence_id,
+    },
+    {
+      name: "a record duplicated",
+      make: () => {
+        const copy = clone(exported);
+        copy.records.splice(3, 0, clone(copy.records[2]));
+        return copy;
+      },
+      problem: "duplicate",
+      names: () => exported.records[2].evidence_id,
+    },
+  ];
+
+  it("exits 0 on the export as served, with its own keys, the published JWKS and the organization pinned", async () => {
+    const file = await writeExport("export.json", exported);
+    const jwksFile = await writeExport("jwks.json", exported.jwks);
+    const [own, trusted] = await Promise.all([cli(file), cli("--jwks", jwksFile, "--organization", org.organizationId, file)]);
+    expect(own.code, own.out).toBe(0);
+    expect(own.out).toContain("VALID");
+    expect(trusted.code, trusted.out).toBe(0);
+    expect(verifyEvidenceExport(exported, { trustedJwks: exported.jwks, organizationId: org.organizationId })).toMatchObject({ ok: true, problems: [] });
+  });
+
+  it("exits 1 on every tampered copy and names the problem and the record", async () => {
+    const files = await Promise.all(tampers.map((t, i) => writeExport(`tampered-${i}.json`, t.make())));
+    const runs = await Promise.all(files.map((f) => cli(f)));
+    tampers.forEach((t, i) => {
+      const { code, out } = runs[i]!;
+      expect(code, `${t.name}:\n${out}`).toBe(1);
+      expect(out, t.name).toContain("INVALID");
+      const line = out.split("\n").find((l) => l.includes(t.problem) && l.includes(t.names()));
+      expect(line, `${t.name}: expected a ${t.problem} line naming ${t.names()} in\n${out}`).toBeDefined();
+      const verdict = verifyEvidenceExport(t.make(), { trustedJwks: exported.jwks });
+      expect(verdict.ok).toBe(false);
+      expect(verdict.problems).toEqual(expect.arrayContaining([expect.objectContaining({ problem: t.problem, evidence_id: t.names() })]));
+    });
+  });
+
+  it("a copy re-signed with a forger's key passes on its own keys but fails against the published JWKS", async () => {
+    const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+    const copy = clone(exported);
+    const r = copy.records[copy.records.length - 1];
+    r.payload.reason = "rewritten";
+    const { digest: _d, kid: _k, signature: _s, ...covered } = r;
+    r.digest = createHash("sha256").update(canonicalJson(covered)).digest("hex");
+    r.kid = "forger";
+    r.signature = sign(null, Buffer.from(r.digest), privateKey).toString("base64url");
+    copy.jwks = { keys: [...copy.jwks.keys, { ...publicKey.export({ format: "jwk" }), kid: "forger", alg: "EdDSA", use: "sig" }] };
+    const file = await writeExport("forged.json", copy);
+    const jwksFile = await writeExport("published-jwks.json", exported.jwks);
+    const [selfKeys, published] = await Promise.all([cli(file), cli("--jwks", jwksFile, file)]);
+    expect(selfKeys.code, selfKeys.out).toBe(0);
+    expect(published.code, published.out).toBe(1);
+    expect(published.out).toContain("unknown_key");
+    expect(published.out).toContain(r.evidence_id);
+  });
+});
+
+/** RFC 8785 for the JSON in these records (strings, integers, booleans, null, objects, arrays), written here independently. */
+function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(",")}]`;
+  const keys = Object.keys(v as object).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`).join(",")}}`;
+}
+
+describe("the evidence table refuses changes", () => {
+  let db: pg.Client;
+  beforeAll(async () => {
+    db = new pg.Client({ connectionString: svc.env.DATABASE_URL });
+    await db.connect();
+  });
+  afterAll(() => db?.end());
+
+  const target = () => exported.records[0].evidence_id as string;
+  const stored = async () => (await db.query("SELECT document, kind, seq FROM evidence_records WHERE evidence_id = $1", [target()])).rows[0];
+
+  it.each([
+    ["UPDATE of the document", "UPDATE evidence_records SET document = '{}' WHERE evidence_id = $1"],
+    ["UPDATE of the kind", "UPDATE evidence_records SET kind = 'decision' WHERE evidence_id = $1"],
+    ["DELETE", "DELETE FROM evidence_records WHERE evidence_id = $1"],
+  ])("%s fails and the row is unchanged", async (_name, sql) => {
+    const before = await stored();
+    expect(before).toBeDefined();
+    await expect(db.query(sql, [target()])).rejects.toThrow(/append-only/);
+    expect(await stored()).toEqual(before);
+  });
+
+  it("TRUNCATE fails (inside a transaction that is rolled back either way)", async () => {
+    await db.query("BEGIN");
+    try {
+      await db.query("SET LOCAL lock_timeout = '10s'");
+      await expect(db.query("TRUNCATE evidence_records")).rejects.toThrow(/append-only/);
+    } finally {
+      await db.query("ROLLBACK");
+    }
+    expect(await stored()).toBeDefined();
+  });
+});
+
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * The service as a separate OS process (`node --import tsx src/main.ts`: one
+ * process, so SIGKILL kills the server itself, not a wrapper). It listens on
+ * PORT=0 and the port is read from its "listening" log line, so no other
+ * server can be mistaken for it.
+ */
+async function spawnService(env: Record<string, string>): Promise<{ child: ChildProcess; svc: TestService; output: () => string }> {
+  let output = "";
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: root,
+    env: { ...process.env, ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const keep = (c: Buffer) => {
+    output = (output + c.toString()).slice(-20_000);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the service did not start within 60 s:\n${output}`)), 60_000);
+    let seen = "";
+    const onData = (c: Buffer) => {
+      seen += c.toString();
+      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off("data", onData);
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the service exited (${code ?? signal}) before listening:\n${output}`));
+    });
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const v1 = createV1Client(baseUrl);
+  const transport = createGrpcTransport({ baseUrl });
+  const operatorKey = env.MANDATE_OPERATOR_KEY!;
+  const client: TestService = {
+    baseUrl,
+    port,
+    operatorKey,
+    env,
+    v1,
+    grpc: (service) => createClient(service, transport),
+    connect: () => {
+      throw new Error("not used");
+    },
+    grpcWeb: () => {
+      throw new Error("not used");
+    },
+    async newOrg(name = `Crash org ${randomUUID().slice(0, 8)}`) {
+      const res = await v1("POST", "/v1/organizations", { body: { name }, headers: { "x-service-operator-key": operatorKey } });
+      if (res.status !== 200) throw new Error(`creating an organization failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return { organizationId: res.body.organization_id, apiKey: res.body.api_key };
+    },
+    async close() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGTERM");
+        await exited;
+      }
+    },
+  };
+  return { child, svc: client, output: () => output };
+}
+
+describe("crash: SIGKILL mid-load", () => {
+  let databaseUrl: string;
+  let running: { child: ChildProcess; svc: TestService }[] = [];
+  afterAll(async () => {
+    for (const r of running) await r.svc.close().catch(() => undefined);
+    if (databaseUrl) {
+      const name = new URL(databaseUrl).pathname.slice(1);
+      const admin = new pg.Client({ connectionString: svc.env.DATABASE_URL });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+      await admin.end();
+    }
+  });
+
+  it("every decision answered 200 survives with verifiable evidence, and no decision lacks evidence", async () => {
+    databaseUrl = await createTestDatabase("crash");
+    const env = {
+      DATABASE_URL: databaseUrl,
+      MANDATE_OPERATOR_KEY: `op_${randomBytes(18).toString("base64url")}`,
+      MANDATE_DATA_DIR: path.join(tmp, "data"),
+    };
+    const first = await spawnService(env);
+    running.push(first);
+    const crashOrg = await newOrgFixture(first.svc);
+    await publishPaymentsPolicy(first.svc, crashOrg);
+    const agents: TestAgent[] = await Promise.all(Array.from({ length: 6 }, () => newAgent(first.svc, crashOrg)));
+    const jwksBefore = (await first.svc.v1("GET", "/.well-known/jwks.json")).body;
+
+    // Load: workers over both transports, each request's signed bytes kept with its answer.
+    const amounts = [10, 2_500, 12_000, 30_000];
+    type Sent = { signed: SignedBody; transport: Transport; result?: Result; failure?: string };
+    const sent: Sent[] = [];
+    let stop = false;
+    let answered = 0;
+    let killedAt = -1;
+    const worker = async (w: number) => {
+      for (let i = 0; !stop; i++) {
+        const agent = agents[(w + i) % agents.length]!;
+        const doc = i % 5 === 4 ? intentDoc(agent.agentId) : paymentDoc(agent.agentId, amounts[i % amounts.length]!);
+        const entry: Sent = { signed: signBody(agent, doc), transport: w % 2 === 0 ? "v1" : "grpc" };
+        sent.push(entry);
+        try {
+          entry.result = await submitIntent(first.svc, entry.transport, entry.signed);
+          if (entry.result.status === 200) answered++;
+          // Before the kill every valid Intent must be decided; after it, failures are the point.
+          else if (killedAt < 0) throw new Error(`unexpected ${entry.result.status} ${JSON.stringify(entry.result.body)}`);
+        } catch (err) {
+          if (killedAt < 0) {
+            fatal ??= err as Error;
+            throw err;
+          }
+          entry.failure = String(err);
+        }
+      }
+    };
+    let fatal: Error | undefined;
+    const workers = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
+    workers.catch(() => undefined);
+    while (answered < 150) {
+      if (fatal) throw fatal;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    killedAt = sent.length;
+    first.child.kill("SIGKILL");
+    await new Promise((r) => first.child.once("exit", r));
+    stop = true;
+    await workers;
+    running = [];
+
+    const ok = sent.filter((s) => s.result?.status === 200);
+    const unanswered = sent.filter((s) => s.result?.status !== 200);
+    expect(ok.length).toBeGreaterThanOrEqual(150);
+    // The kill landed mid-load: requests were in flight when the process died.
+    expect(unanswered.length).toBeGreaterThan(0);
+
+    const second = await spawnService(env);
+    running.push(second);
+    const s2 = second.svc;
+
+    // 1. Every 200 is retrievable as answered.
+    const fetched = await Promise.all(ok.map((s) => s2.v1("GET", `/v1/decisions/${s.result!.body.decision_id}`, { bearer: crashOrg.apiKey })));
+    fetched.forEach((res, i) => {
+      const answer = ok[i]!.result!.body;
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body).toMatchObject({ decision_id: answer.decision_id, outcome: answer.outcome, reason: answer.reason, evidence_id: answer.evidence_id, evaluated_at: answer.evaluated_at });
+    });
+
+    // 2. The chain verifies (against the JWKS published before the crash), and holds every answered decision's record.
+    const { records, jwks } = await exportEvidence(s2, crashOrg.apiKey);
+    expect(jwks.keys.map((k) => k.kid)).toEqual(expect.arrayContaining(jwksBefore.keys.map((k: any) => k.kid)));
+    const verdict = verifyEvidenceExport({ records, jwks }, { trustedJwks: jwksBefore, organizationId: crashOrg.organizationId });
+    expect(verdict.problems).toEqual([]);
+    expect(verdict.ok).toBe(true);
+    const byId = new Map(records.map((r) => [r.evidence_id, r]));
+    for (const s of ok) {
+      const record = byId.get(s.result!.body.evidence_id);
+      expect(record, s.result!.body.evidence_id).toBeDefined();
+      expect(record).toMatchObject({ kind: "decision", subject_id: s.result!.body.decision_id, payload: { outcome: s.result!.body.outcome, reason: s.result!.body.reason } });
+      expect(independentRecordCheck(record, jwksBefore)).toEqual([]);
+    }
+
+    // 3. In the database: no decision without its evidence record, and no decision record without its decision.
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      const orphans = await db.query(
+        `SELECT d.decision_id FROM decisions d LEFT JOIN evidence_records e ON e.evidence_id = d.evidence_id AND e.subject_id = d.decision_id
+          WHERE e.evidence_id IS NULL`,
+      );
+      expect(orphans.rows).toEqual([]);
+      const unbacked = await db.query(
+        `SELECT e.evidence_id FROM evidence_records e LEFT JOIN decisions d ON d.decision_id = e.subject_id WHERE e.kind = 'decision' AND d.decision_id IS NULL`,
+      );
+      expect(unbacked.rows).toEqual([]);
+      const total = await db.query("SELECT count(*)::int AS n FROM decisions WHERE organization_id = $1", [crashOrg.organizationId]);
+      expect(total.rows[0].n).toBeGreaterThanOrEqual(ok.length);
+      expect(records.filter((r) => r.kind === "decision")).toHaveLength(total.rows[0].n);
+
+      // 4. A request that got no answer is safe to resend: the same decision if it committed, a new one if not.
+      for (const s of unanswered.slice(0, 20)) {
+        const intent = JSON.parse(Buffer.from(s.signed.bytes).toString("utf8"));
+        const prior = await db.query("SELECT decision_id FROM decisions WHERE agent_id = $1 AND nonce = $2", [intent.agent_id, intent.nonce]);
+        const res = await submitIntent(s2, s.transport, s.signed);
+        expectResult(res, 200);
+        if (prior.rows[0]) expect(res.body.decision_id).toBe(prior.rows[0].decision_id);
+      }
+    } finally {
+      await db.end();
+    }
+  }, 150_000);
+});

@@ -1,0 +1,423 @@
+import { createHash, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EvidenceService } from "../../src/gen/mandate/v1/evidence_pb.js";
+import { IntentService } from "../../src/gen/mandate/v1/intents_pb.js";
+import { WIRE_TIMESTAMP } from "../support/api.js";
+import {
+  call,
+  decisionCount,
+  evidenceCursor,
+  expectResult,
+  exportEvidence,
+  independentRecordCheck,
+  intentDoc,
+  newAgent,
+  newAgentKey,
+  newApiKey,
+  newOrgFixture,
+  paymentDoc,
+  publishPaymentsPolicy,
+  signBody,
+  submitIntent,
+  TRANSPORTS,
+  type OrgFixture,
+  type SignedBody,
+  type TestAgent,
+  type Transport,
+} from "../support/agents.js";
+import { startService, type TestService } from "../support/service.js";
+
+/*
+ * Issue 5: the single endpoint, table-driven through /v1 and gRPC. Every row
+ * of the spec's agent-state table, every error row (DESIGN §2 order, §5
+ * codes), the three outcome shapes with their exact members, nonce replay, a
+ * one-byte change to a signed body, and the evidence each decision carries.
+ * Reviews and decision reads are in reviews.test.ts; the crash test is in
+ * evidence.test.ts.
+ */
+
+let svc: TestService;
+let org: OrgFixture;
+let other: OrgFixture;
+
+beforeAll(async () => {
+  svc = await startService();
+  [org, other] = await Promise.all([newOrgFixture(svc), newOrgFixture(svc)]);
+  await publishPaymentsPolicy(svc, org);
+  // An integration contract for purchase orders: it binds the resource and context.po_number only.
+  const integration = await svc.v1("POST", "/v1/integrations", { bearer: org.apiKey, body: { name: "ERP", actions: ["purchase_order_submit"] } });
+  expect(integration.status, JSON.stringify(integration.body)).toBe(200);
+  const id = integration.body.integration_id;
+  const contract = await svc.v1("POST", `/v1/integrations/${id}/contract-versions`, {
+    bearer: org.apiKey,
+    body: { resource_path: "resource", context_bindings: { po_number: "context.po_number" } },
+  });
+  expect(contract.status, JSON.stringify(contract.body)).toBe(200);
+  const approver = await newApiKey(svc, org.apiKey, ["POLICY_APPROVER"], "contract-approver");
+  const approved = await svc.v1("POST", `/v1/integrations/${id}/contract-versions/${contract.body.version}/approve`, { bearer: approver.apiKey, body: {} });
+  expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+});
+afterAll(() => svc?.close());
+
+/** The spec's decision response shapes (endpoint 4), exactly. */
+const SHAPE = {
+  ALLOW: ["decision_id", "evaluated_at", "evidence_id", "outcome", "reason"],
+  DENY: ["decision_id", "evaluated_at", "evidence_id", "outcome", "reason"],
+  HUMAN_REVIEW: ["decision_id", "evaluated_at", "evidence_id", "outcome", "reason", "status"],
+} as const;
+
+function expectDecisionShape(res: { status: number; body: any; transport: string }, outcome: keyof typeof SHAPE, reason: string) {
+  expect(res.status, `${res.transport}: ${JSON.stringify(res.body)}`).toBe(200);
+  expect(Object.keys(res.body).sort()).toEqual([...SHAPE[outcome]]);
+  expect(res.body.outcome).toBe(outcome);
+  expect(res.body.reason).toBe(reason);
+  if (outcome === "HUMAN_REVIEW") expect(res.body.status).toBe("PENDING");
+  expect(res.body.evaluated_at).toMatch(WIRE_TIMESTAMP);
+  expect(Math.abs(Date.parse(res.body.evaluated_at) - Date.now())).toBeLessThan(30_000);
+  expect(res.body.decision_id).toMatch(/\S/);
+  expect(res.body.evidence_id).toMatch(/\S/);
+}
+
+async function getDecision(decisionId: string, o = org) {
+  const res = await svc.v1("GET", `/v1/decisions/${decisionId}`, { bearer: o.apiKey });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body;
+}
+
+describe.each(TRANSPORTS)("agent-state table over %s", (transport: Transport) => {
+  const rejected: [string, "registered" | "revoked" | "retired", string][] = [
+    ["registered: the agent cannot sign actions", "registered", "agent_not_active"],
+    ["revoked: rejected before anything is recorded", "revoked", "agent_revoked"],
+    ["retired: rejected before anything is recorded", "retired", "agent_retired"],
+  ];
+  for (const [name, state, detail] of rejected) {
+    it(`${name} → 403 ${detail}`, async () => {
+      const agent = await newAgent(svc, org, state);
+      const chain = await evidenceCursor(svc, org.apiKey);
+      // Even a perfectly valid Intent of an action that would be allowed.
+      expectResult(await submitIntent(svc, transport, signBody(agent, paymentDoc(agent.agentId, 10))), 403, detail);
+      expectResult(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId))), 403, detail);
+      expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(0);
+      expect(await chain.next()).toEqual([]);
+    });
+  }
+
+  it("active: evaluated normally", async () => {
+    const agent = await newAgent(svc, org, "active");
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId))), "ALLOW", "starter_reference_action");
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, paymentDoc(agent.agentId, 10))), "ALLOW", "within_delegated_authority");
+  });
+
+  it("suspended: recorded and sent to review at once, no rule evaluated, the attempt preserved", async () => {
+    const agent = await newAgent(svc, org, "suspended");
+    const chain = await evidenceCursor(svc, org.apiKey);
+    const docs = [
+      paymentDoc(agent.agentId, 10),
+      paymentDoc(agent.agentId, 5_000_000),
+      intentDoc(agent.agentId, { action: "launch_rockets", context: { target: "moon", count: 3 } }),
+      // DESIGN §2: step 7 (suspended) skips step 8, so even an undeclared context field is preserved for review.
+      intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:1", context: { po_number: "1", discount: "99%" } }),
+    ];
+    for (const doc of docs) {
+      const signed = signBody(agent, doc);
+      const res = await submitIntent(svc, transport, signed);
+      // What would be ALLOW, DENY or unrecognized alike: HUMAN_REVIEW agent_suspended.
+      expectDecisionShape(res, "HUMAN_REVIEW", "agent_suspended");
+      const got = await getDecision(res.body.decision_id);
+      expect(got).toMatchObject({ decision_id: res.body.decision_id, outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", agent_id: agent.agentId, action: doc.action });
+      expect(got.intent).toEqual(doc);
+      expect(got.policy_versions).toEqual({});
+      const [record] = (await chain.next()).filter((r) => r.subject_id === res.body.decision_id);
+      expect(record.evidence_id).toBe(res.body.evidence_id);
+      expect(record.payload).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "agent_suspended", intent: doc, intent_sha256: createHash("sha256").update(signed.bytes).digest("hex") });
+      expect(record.payload.trace).toEqual([]);
+    }
+    const pending = await svc.v1("GET", `/v1/decisions?status=PENDING&agent_id=${agent.agentId}`, { bearer: org.apiKey });
+    expect(pending.body.decisions).toHaveLength(docs.length);
+  });
+});
+
+describe.each(TRANSPORTS)("outcome shapes over %s", (transport: Transport) => {
+  let agent: TestAgent;
+  beforeAll(async () => {
+    agent = await newAgent(svc, org);
+  });
+
+  const rows: [string, (id: string) => Record<string, unknown>, keyof typeof SHAPE, string][] = [
+    ["starter reference action", (id) => intentDoc(id), "ALLOW", "starter_reference_action"],
+    ["payment within authority", (id) => paymentDoc(id, 999.5), "ALLOW", "within_delegated_authority"],
+    ["payment needing one approval", (id) => paymentDoc(id, 2_500), "HUMAN_REVIEW", "requires_approval"],
+    ["payment needing two approvals", (id) => paymentDoc(id, 12_000), "HUMAN_REVIEW", "requires_dual_approval"],
+    ["payment above the limit", (id) => paymentDoc(id, 30_000), "DENY", "exceeds_approval_limit"],
+    ["payment over the policy's hard cap", (id) => paymentDoc(id, 2_000_000), "DENY", "amount_over_hard_cap"],
+    ["payment in a currency without authority", (id) => paymentDoc(id, 10, { currency: "EUR" }), "DENY", "no_delegated_authority"],
+    ["unrecognized action (never silently allowed)", (id) => intentDoc(id, { action: "wire_everything_offshore", amount: 1 }), "HUMAN_REVIEW", "unrecognized_action"],
+    ["order-style intent with a resource", (id) => intentDoc(id, { action: "purchase_order_submit", resource: "po:4711", context: { po_number: "4711" } }), "HUMAN_REVIEW", "unrecognized_action"],
+  ];
+  for (const [name, build, outcome, reason] of rows) {
+    it(`${name} → ${outcome} ${reason}, exactly the spec's members`, async () => {
+      const doc = build(agent.agentId);
+      const signed = signBody(agent, doc);
+      const res = await submitIntent(svc, transport, signed);
+      expectDecisionShape(res, outcome, reason);
+      const got = await getDecision(res.body.decision_id);
+      expect(got).toMatchObject({ decision_id: res.body.decision_id, outcome, reason, evidence_id: res.body.evidence_id, evaluated_at: res.body.evaluated_at, intent: doc });
+      if (outcome === "HUMAN_REVIEW") expect(got.status).toBe("PENDING");
+      else expect(got.status).toBeUndefined();
+    });
+  }
+});
+
+describe.each(TRANSPORTS)("error rows over %s", (transport: Transport) => {
+  let agent: TestAgent;
+  let sibling: TestAgent;
+  let foreign: TestAgent;
+  beforeAll(async () => {
+    [agent, sibling, foreign] = await Promise.all([newAgent(svc, org), newAgent(svc, org), newAgent(svc, other)]);
+  });
+
+  const flipByte = (s: SignedBody, at: number): SignedBody => {
+    const bytes = new Uint8Array(s.bytes);
+    bytes[at] = bytes[at]! ^ 0x01;
+    return { ...s, bytes };
+  };
+  const ago = (seconds: number) => new Date(Date.now() - seconds * 1000).toISOString();
+  const raw = (text: string) => signBody(agent, Buffer.from(text, "utf8"));
+  /** A signed Intent padded (through a context value) to exactly `size` bytes. */
+  const ofSize = (size: number) => {
+    const doc = intentDoc(agent.agentId, { context: { pad: "" } });
+    const base = Buffer.byteLength(JSON.stringify(doc));
+    (doc.context as Record<string, string>).pad = "x".repeat(size - base);
+    const signed = signBody(agent, doc);
+    expect(signed.bytes.length).toBe(size);
+    return signed;
+  };
+
+  const rows: { name: string; send: () => SignedBody; status: number; detail: string; field?: string }[] = [
+    { name: "no key id and no signature", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), keyId: "", signature: "" }), status: 401, detail: "missing_credentials" },
+    { name: "a key id without a signature", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), signature: "" }), status: 401, detail: "missing_credentials" },
+    { name: "an unknown certificate", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), keyId: "crt_0000000000000000000000000" }), status: 401, detail: "unknown_key" },
+    { name: "an absurdly long key id", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), keyId: "k".repeat(5000) }), status: 401, detail: "unknown_key" },
+    { name: "a signature by another key", send: () => signBody({ ...agent, key: newAgentKey() }, intentDoc(agent.agentId)), status: 401, detail: "signature_invalid" },
+    { name: "another agent's certificate on this agent's signature", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), keyId: sibling.certificateId }), status: 401, detail: "signature_invalid" },
+    { name: "a signature that is not base64", send: () => ({ ...signBody(agent, intentDoc(agent.agentId)), signature: "not a signature!" }), status: 401, detail: "signature_invalid" },
+    { name: "a 63-byte signature", send: () => { const s = signBody(agent, intentDoc(agent.agentId)); return { ...s, signature: Buffer.from(s.signature, "base64").subarray(0, 63).toString("base64") }; }, status: 401, detail: "signature_invalid" },
+    { name: "one byte changed after signing (in a value)", send: () => flipByte(signBody(agent, intentDoc(agent.agentId)), 30), status: 401, detail: "signature_invalid" },
+    { name: "one byte changed after signing (the last byte)", send: () => { const s = signBody(agent, intentDoc(agent.agentId)); return flipByte(s, s.bytes.length - 1); }, status: 401, detail: "signature_invalid" },
+    { name: "a byte appended after signing", send: () => { const s = signBody(agent, intentDoc(agent.agentId)); return { ...s, bytes: new Uint8Array([...s.bytes, 0x20]) }; }, status: 401, detail: "signature_invalid" },
+    { name: "a bad signature over invalid JSON (signature first)", send: () => ({ ...raw("{not json"), signature: signBody({ ...agent, key: newAgentKey() }, "x").signature }), status: 401, detail: "signature_invalid" },
+    { name: "a body that is not JSON", send: () => raw("{not json"), status: 422, detail: "validation_failed" },
+    { name: "an empty body", send: () => raw(""), status: 422, detail: "validation_failed" },
+    { name: "a JSON array", send: () => raw("[1,2]"), status: 422, detail: "validation_failed" },
+    { name: "no action", send: () => signBody(agent, { ...intentDoc(agent.agentId), action: undefined }), status: 422, detail: "validation_failed", field: "action" },
+    { name: "a nonce that is not a UUID", send: () => signBody(agent, intentDoc(agent.agentId, { nonce: "1234" })), status: 422, detail: "validation_failed", field: "nonce" },
+    { name: "no nonce", send: () => signBody(agent, { ...intentDoc(agent.agentId), nonce: undefined }), status: 422, detail: "validation_failed", field: "nonce" },
+    { name: "no requested_at", send: () => signBody(agent, { ...intentDoc(agent.agentId), requested_at: undefined }), status: 422, detail: "validation_failed", field: "requested_at" },
+    { name: "requested_at that is not a timestamp", send: () => signBody(agent, intentDoc(agent.agentId, { requested_at: "yesterday" })), status: 422, detail: "validation_failed", field: "requested_at" },
+    { name: "an unknown field", send: () => signBody(agent, intentDoc(agent.agentId, { approve_me: true })), status: 422, detail: "validation_failed", field: "approve_me" },
+    { name: "a negative amount", send: () => signBody(agent, paymentDoc(agent.agentId, -5)), status: 422, detail: "validation_failed", field: "amount" },
+    { name: "an amount given as a string", send: () => signBody(agent, paymentDoc(agent.agentId, 0, { amount: "10" })), status: 422, detail: "validation_failed", field: "amount" },
+    { name: "a context that is not an object", send: () => signBody(agent, intentDoc(agent.agentId, { context: ["a"] })), status: 422, detail: "validation_failed", field: "context" },
+    { name: "another agent's id (same organization)", send: () => signBody(agent, intentDoc(sibling.agentId)), status: 422, detail: "validation_failed", field: "agent_id" },
+    { name: "another organization's agent id", send: () => signBody(agent, intentDoc(foreign.agentId)), status: 422, detail: "validation_failed", field: "agent_id" },
+    { name: "requested_at 400 s ago", send: () => signBody(agent, intentDoc(agent.agentId, { requested_at: ago(400) })), status: 422, detail: "request_expired" },
+    { name: "requested_at 400 s ahead", send: () => signBody(agent, intentDoc(agent.agentId, { requested_at: ago(-400) })), status: 422, detail: "request_expired" },
+    { name: "a body of 64 KiB + 1 byte (validly signed)", send: () => ofSize(64 * 1024 + 1), status: 413, detail: "payload_too_large" },
+    { name: "a 200 KiB body with a bad signature (size first)", send: () => ({ ...ofSize(200 * 1024), signature: "AAAA" }), status: 413, detail: "payload_too_large" },
+  ];
+
+  for (const row of rows) {
+    it(`${row.name} → ${row.status} ${row.detail}; no decision, no evidence`, async () => {
+      const chain = await evidenceCursor(svc, org.apiKey);
+      const before = await decisionCount(svc, org.apiKey, agent.agentId);
+      const res = await submitIntent(svc, transport, row.send());
+      expectResult(res, row.status, row.detail);
+      if (row.field) expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field: row.field })]));
+      if (row.status === 422 && row.detail === "validation_failed") expect(res.body.errors.length).toBeGreaterThan(0);
+      expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(before);
+      expect(await chain.next()).toEqual([]);
+    });
+  }
+
+  it("an admin bearer key cannot submit an Intent for the agent (401 missing_credentials)", async () => {
+    const before = await decisionCount(svc, org.apiKey, agent.agentId);
+    const s = signBody(agent, intentDoc(agent.agentId));
+    const res = await call(svc, transport, IntentService.method.submitIntent, { intent: s.bytes }, { bearer: org.apiKey });
+    expectResult(res, 401, "missing_credentials");
+    expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(before);
+  });
+
+  it("a context key the active integration contract does not declare → 422 undeclared_context_field; no decision, no evidence", async () => {
+    const order = (context: Record<string, unknown>) => intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:4711", context });
+    const chain = await evidenceCursor(svc, org.apiKey);
+    const before = await decisionCount(svc, org.apiKey, agent.agentId);
+    const res = await submitIntent(svc, transport, signBody(agent, order({ po_number: "4711", discount: "99%" })));
+    expectResult(res, 422, "undeclared_context_field");
+    expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field: "context.discount" })]));
+    expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(before);
+    expect(await chain.next()).toEqual([]);
+    // Declared keys only: evaluated (no runtime policy covers the action, so it goes to review).
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, order({ po_number: "4711" }))), "HUMAN_REVIEW", "unrecognized_action");
+    // An action outside the contract keeps free-form context.
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId, { context: { anything: 1 } }))), "ALLOW", "starter_reference_action");
+  });
+
+  it("a body of exactly 64 KiB is evaluated", async () => {
+    expectDecisionShape(await submitIntent(svc, transport, ofSize(64 * 1024)), "ALLOW", "starter_reference_action");
+  });
+
+  it("requested_at 240 s off either way is still inside the window", async () => {
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId, { requested_at: ago(240) }))), "ALLOW", "starter_reference_action");
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId, { requested_at: ago(-240) }))), "ALLOW", "starter_reference_action");
+  });
+
+  it("a base64url signature without padding is accepted (DESIGN §2)", async () => {
+    const s = signBody(agent, intentDoc(agent.agentId));
+    const res = await submitIntent(svc, transport, { ...s, signature: Buffer.from(s.signature, "base64").toString("base64url") });
+    expectDecisionShape(res, "ALLOW", "starter_reference_action");
+  });
+
+  it("a bad signature from a revoked agent is 401, not 403 (signature first)", async () => {
+    const revoked = await newAgent(svc, org, "revoked");
+    expectResult(await submitIntent(svc, transport, signBody({ ...revoked, key: newAgentKey() }, intentDoc(revoked.agentId))), 401, "signature_invalid");
+    expectResult(await submitIntent(svc, transport, signBody(revoked, "{not json")), 403, "agent_revoked");
+  });
+});
+
+describe.each(TRANSPORTS)("nonce idempotency over %s", (transport: Transport) => {
+  it("the same nonce and bytes return the original decision; different bytes → 409 nonce_reused", async () => {
+    const agent = await newAgent(svc, org);
+    for (const doc of [intentDoc(agent.agentId), paymentDoc(agent.agentId, 12_000), paymentDoc(agent.agentId, 30_000)]) {
+      const signed = signBody(agent, doc);
+      const first = await submitIntent(svc, transport, signed);
+      expect(first.status).toBe(200);
+      const chain = await evidenceCursor(svc, org.apiKey);
+      const count = await decisionCount(svc, org.apiKey, agent.agentId);
+      const again = await submitIntent(svc, transport, signed);
+      expect(again.status).toBe(200);
+      expect(again.body).toEqual(first.body);
+      // Different bytes under the same nonce, signed properly: a changed amount, or only whitespace.
+      expectResult(await submitIntent(svc, transport, signBody(agent, { ...doc, amount: 1 })), 409, "nonce_reused");
+      expectResult(await submitIntent(svc, transport, signBody(agent, `${JSON.stringify(doc)} `)), 409, "nonce_reused");
+      expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(count);
+      expect(await chain.next()).toEqual([]);
+    }
+  });
+
+  it("a nonce belongs to one agent: another agent may use the same nonce", async () => {
+    const [a, b] = await Promise.all([newAgent(svc, org), newAgent(svc, org)]);
+    const nonce = randomUUID();
+    const ra = await submitIntent(svc, transport, signBody(a, intentDoc(a.agentId, { nonce })));
+    const rb = await submitIntent(svc, transport, signBody(b, intentDoc(b.agentId, { nonce })));
+    expect(ra.status).toBe(200);
+    expect(rb.status).toBe(200);
+    expect(ra.body.decision_id).not.toBe(rb.body.decision_id);
+  });
+
+  it("concurrent submissions of the same signed bytes yield one decision", async () => {
+    const agent = await newAgent(svc, org);
+    const signed = signBody(agent, paymentDoc(agent.agentId, 2_500));
+    const results = await Promise.all(Array.from({ length: 10 }, () => submitIntent(svc, transport, signed)));
+    for (const r of results) expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(new Set(results.map((r) => r.body.decision_id)).size).toBe(1);
+    expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(1);
+  });
+});
+
+describe("one signature, both transports", () => {
+  it.each([["v1", "grpc"], ["grpc", "v1"]] as [Transport, Transport][])("signed once, sent over %s then %s: the second is a replay of the first", async (firstT, secondT) => {
+    const agent = await newAgent(svc, org);
+    const signed = signBody(agent, paymentDoc(agent.agentId, 12_000));
+    const first = await submitIntent(svc, firstT, signed);
+    expectDecisionShape(first, "HUMAN_REVIEW", "requires_dual_approval");
+    const second = await submitIntent(svc, secondT, signed);
+    expect(second.status).toBe(200);
+    expect(second.body).toEqual(first.body);
+    expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(1);
+  });
+});
+
+describe.each(TRANSPORTS)("evidence per decision over %s", (transport: Transport) => {
+  it("names the Intent digest, agent, certificate, principal's policy versions, graph version, bundle, outcome and reason; verifies with the JWKS", async () => {
+    const agent = await newAgent(svc, org);
+    const doc = paymentDoc(agent.agentId, 2_500, { context: { invoice: "INV-1" } });
+    const signed = signBody(agent, doc);
+    const res = await submitIntent(svc, transport, signed);
+    expectDecisionShape(res, "HUMAN_REVIEW", "requires_approval");
+
+    const ev = await call(svc, transport, EvidenceService.method.getEvidence, { evidence_id: res.body.evidence_id }, { bearer: org.apiKey });
+    expectResult(ev, 200);
+    const record = ev.body;
+    expect(record).toMatchObject({ evidence_id: res.body.evidence_id, organization_id: org.organizationId, kind: "decision", subject_id: res.body.decision_id });
+    expect(record.payload).toMatchObject({
+      decision_id: res.body.decision_id,
+      agent_id: agent.agentId,
+      certificate_id: agent.certificateId,
+      intent: doc,
+      intent_sha256: createHash("sha256").update(signed.bytes).digest("hex"),
+      outcome: "HUMAN_REVIEW",
+      reason: "requires_approval",
+      policy_versions: { starter: 1, payments: 1 },
+      graph_version: 1,
+    });
+    expect(record.payload.bundle_digest).toMatch(/^[0-9a-f]{64}$/);
+    const jwks = (await svc.v1("GET", "/.well-known/jwks.json")).body;
+    expect(independentRecordCheck(record, jwks)).toEqual([]);
+    // Another organization cannot read it.
+    expectResult(await call(svc, transport, EvidenceService.method.getEvidence, { evidence_id: res.body.evidence_id }, { bearer: other.apiKey }), 404, "not_found");
+  });
+});
+
+describe("evidence names the acting principal", () => {
+  // Issue 5 "Evidence per decision": the record names the Intent digest, the agent, certificate,
+  // principal, policy versions, graph version, bundle digest, outcome and reason. The member's
+  // name is not fixed anywhere, so any member outside the Intent copy holding the id counts.
+  it("the decision record carries the principal under which the agent acted", async () => {
+    const agent = await newAgent(svc, org);
+    const res = await submitIntent(svc, "v1", signBody(agent, paymentDoc(agent.agentId, 10)));
+    expect(res.status).toBe(200);
+    const record = (await svc.v1("GET", `/v1/evidence/${res.body.evidence_id}`, { bearer: org.apiKey })).body;
+    const { intent: _intent, ...rest } = record.payload;
+    expect(JSON.stringify(rest), "no member of the decision record names the acting principal").toContain(org.principalId);
+  });
+});
+
+describe("a revocation racing Intents", () => {
+  // DESIGN §2 step 4 and §1 "atomicity lives in the database": once the revocation is committed
+  // nothing more may be recorded for the agent. In the org's chain no decision of the agent may
+  // follow its agent.revoked record, and every Intent is either decided before it or refused.
+  it("records no decision after the revocation (5 rounds of 30 Intents against one revoke)", async () => {
+    const late: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const agent = await newAgent(svc, org);
+      const signed = Array.from({ length: 30 }, () => signBody(agent, intentDoc(agent.agentId)));
+      const pending = signed.map((s, i) => new Promise((r) => setTimeout(r, i / 2)).then(() => submitIntent(svc, TRANSPORTS[i % 2]!, s)));
+      await new Promise((r) => setTimeout(r, 8));
+      const revoked = await svc.v1("POST", `/v1/agents/${agent.agentId}/revoke`, { bearer: org.apiKey, body: {} });
+      expect(revoked.status).toBe(200);
+      const results = await Promise.all(pending);
+      for (const r of results) if (r.status !== 200) expectResult(r, 403, "agent_revoked");
+      const chain = (await exportEvidence(svc, org.apiKey)).records;
+      const revokeSeq = chain.find((r) => r.kind === "agent.revoked" && r.subject_id === agent.agentId).seq;
+      for (const r of chain) {
+        if (r.kind === "decision" && r.payload.agent_id === agent.agentId && r.seq > revokeSeq) {
+          late.push(`round ${round}: ${r.payload.outcome} ${r.subject_id} at seq ${r.seq} after agent.revoked at seq ${revokeSeq}`);
+        }
+      }
+    }
+    expect(late, "decisions recorded (and answered 200) after the agent's revocation").toEqual([]);
+  });
+});
+
+describe("the whole run leaves a valid chain", () => {
+  it("every record of the organization verifies independently against the JWKS", async () => {
+    const { records, jwks } = await exportEvidence(svc, org.apiKey);
+    expect(records.length).toBeGreaterThan(50);
+    const bad = records.map((r) => [r.seq, independentRecordCheck(r, jwks)] as const).filter(([, p]) => p.length);
+    expect(bad).toEqual([]);
+    records.forEach((r, i) => {
+      expect(r.seq).toBe(i + 1);
+      expect(r.prev_digest).toBe(i === 0 ? null : records[i - 1].digest);
+    });
+  });
+});
