@@ -266,8 +266,11 @@ export class Agents {
       else if (Math.abs(Date.now() - sent) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
     }
     if (errors.length) throw validationFailed(errors);
-    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id);
-    if (!at) throw new MandateError("agent_not_active", "The agent is not active.");
+    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id, new Date(d.sent_at as string));
+    if (!at) {
+      if ((await agentStore.state(this.db.pool, cert.agent_id)) !== "active") throw new MandateError("agent_not_active", "The agent is not active.");
+      throw new MandateError("nonce_reused", "A heartbeat must be sent after the last accepted one; this one is a replay or out of order.");
+    }
     return { agentId: cert.agent_id, state: "active", at };
   }
 

@@ -154,12 +154,23 @@ export const agentStore = {
     ]);
   },
 
-  /** Records a heartbeat if the agent is still active; false otherwise. */
-  async heartbeat(q: Queryable, agentId: string): Promise<Date | null> {
+  /**
+   * Records a heartbeat if the agent is still active and `sentAt` is later than
+   * the last accepted heartbeat's; returns null otherwise (see `state` to tell which).
+   */
+  async heartbeat(q: Queryable, agentId: string, sentAt: Date): Promise<Date | null> {
     const { rows } = await q.query<{ last_heartbeat_at: Date }>(
-      "UPDATE agents SET last_heartbeat_at = date_trunc('milliseconds', now()) WHERE agent_id = $1 AND state = 'active' RETURNING last_heartbeat_at",
-      [agentId],
+      `UPDATE agents SET last_heartbeat_at = date_trunc('milliseconds', now()), last_heartbeat_sent_at = $2
+        WHERE agent_id = $1 AND state = 'active' AND (last_heartbeat_sent_at IS NULL OR last_heartbeat_sent_at < $2)
+        RETURNING last_heartbeat_at`,
+      [agentId, sentAt],
     );
     return rows[0]?.last_heartbeat_at ?? null;
+  },
+
+  /** The agent's current state, or null. */
+  async state(q: Queryable, agentId: string): Promise<AgentState | null> {
+    const { rows } = await q.query<{ state: AgentState }>("SELECT state FROM agents WHERE agent_id = $1", [agentId]);
+    return rows[0]?.state ?? null;
   },
 };
