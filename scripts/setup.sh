@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Installs everything the service and its tests need, idempotently: npm packages,
-# the opa CLI (built from the Go module proxy at a pinned version) and redis-server.
+# Installs what the service and its tests need, idempotently (a second run does nothing):
+#   - npm packages (`npm ci`) when node_modules is missing or older than package-lock.json;
+#   - the opa CLI, built from the Go module proxy at a pinned version into .tools/bin
+#     (never a downloaded release binary; the first build takes a few minutes);
+#   - redis-server for the tests (apt-get, only as root). `--for-start` skips it: the
+#     service itself runs without Redis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OPA_VERSION=v1.22.3
+for_start=false
+[ "${1:-}" = "--for-start" ] && for_start=true
 
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ]; then
-  npm ci
+say() { echo "[setup] $*" >&2; }
+
+# --- npm packages -------------------------------------------------------------
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund
 fi
 
-if [ ! -x .tools/bin/opa ]; then
-  echo "building opa ${OPA_VERSION} from the Go module proxy into .tools/bin"
-  GOBIN="$PWD/.tools/bin" go install "github.com/open-policy-agent/opa@${OPA_VERSION}"
-fi
-.tools/bin/opa version | head -1
-
-if ! command -v redis-server >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq redis-server >/dev/null
-  else
-    echo "redis-server is not installed; install it (apt-get install redis-server) and run again" >&2
+# --- opa ----------------------------------------------------------------------
+opa=.tools/bin/opa
+opa_version() { [ -x "$opa" ] && "$opa" version 2>/dev/null | sed -n 's/^Version: //p'; }
+if [ "$(opa_version || true)" != "${OPA_VERSION#v}" ]; then
+  if ! command -v go >/dev/null 2>&1; then
+    say "Go is needed to build the opa CLI (${OPA_VERSION}) from the Go module proxy; install Go 1.22+ and run again"
     exit 1
   fi
+  say "building opa ${OPA_VERSION} from the Go module proxy into .tools/bin (a few minutes the first time)"
+  mkdir -p .tools/bin
+  GOBIN="$PWD/.tools/bin" GOFLAGS=-mod=mod go install "github.com/open-policy-agent/opa@${OPA_VERSION}"
 fi
-redis-server --version
+say "opa $(opa_version)"
+
+# --- redis-server (tests only) --------------------------------------------------
+if [ "$for_start" = false ]; then
+  if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing redis-server (apt-get)"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+    else
+      say "the tests need redis-server on PATH: install it (e.g. sudo apt-get install redis-server) and run again"
+      exit 1
+    fi
+  fi
+  say "$(redis-server --version | cut -d' ' -f1-3)"
+fi

@@ -1,39 +1,65 @@
 #!/usr/bin/env bash
-# Every check and test the project has, in the order that fails fastest.
+# Every check and test the project has, cheapest first: what `npm test` and CI run.
+# Extra arguments go to vitest (e.g. `npm test -- test/e2e/contract.test.ts`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+started=$SECONDS
+step() { echo; echo "== $* ($((SECONDS - started)) s)"; }
+
+step "setup"
 bash scripts/setup.sh
 
-echo "== buf lint"
+step "buf lint"
 npx buf lint proto
 
-echo "== buf breaking (WIRE_JSON, against main)"
-if git rev-parse --verify -q main >/dev/null && git ls-tree -d main proto >/dev/null 2>&1 && [ -n "$(git ls-tree main proto)" ]; then
-  npx buf breaking proto --against '.git#branch=main,subdir=proto'
-else
-  echo "no proto/ on main yet: nothing to compare against"
-fi
+step "buf breaking (WIRE_JSON, against main)"
+bash scripts/buf-breaking.sh
 
-echo "== generated code is fresh"
-fresh=$(mktemp -d)
-trap 'rm -rf "$fresh"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+step "generated code is fresh (buf generate into a temp dir, diff against src/gen)"
+fresh="$work/gen"
 npx buf generate --output "$fresh"
-if ! diff -r "$fresh/src/gen" src/gen >/dev/null; then
-  echo "src/gen is stale: run npm run generate and commit the result" >&2
-  diff -r "$fresh/src/gen" src/gen | head -20 >&2
+if ! diff -r "$fresh/src/gen" src/gen >"$work/gen.diff"; then
+  echo "src/gen is stale: run \`npm run generate\` and commit the result" >&2
+  head -40 "$work/gen.diff" >&2
   exit 1
 fi
 
-echo "== typecheck"
+step "typecheck (tsc --noEmit)"
 npx tsc --noEmit
 
-echo "== policies: opa fmt and opa test"
-.tools/bin/opa fmt --fail -l policies
-opa_inputs=(policies)
-[ -d test/policy-fixtures ] && opa_inputs+=(test/policy-fixtures)
-.tools/bin/opa test --fail-on-empty -v "${opa_inputs[@]}" | tail -5
-.tools/bin/opa test --coverage "${opa_inputs[@]}" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log("rego coverage:",JSON.parse(s).coverage.toFixed(1)+"%"))'
+step "policies: opa fmt, opa test with coverage"
+opa=.tools/bin/opa
+if [ -z "$(find policies -name '*.rego' 2>/dev/null | head -1)" ]; then
+  echo "no .rego under policies/ yet: nothing to check"
+else
+  inputs=(policies)
+  [ -n "$(find test/policy-fixtures -type f 2>/dev/null | head -1)" ] && inputs+=(test/policy-fixtures)
+  "$opa" fmt --fail -l policies
+  if ! "$opa" test --fail-on-empty -v "${inputs[@]}" >"$work/opa-test.txt" 2>&1; then
+    cat "$work/opa-test.txt" >&2
+    exit 1
+  fi
+  grep -E '^(PASS|FAIL|ERROR|SKIPPED)' "$work/opa-test.txt" | tail -1 || true
+  "$opa" test --fail-on-empty --coverage "${inputs[@]}" >"$work/opa-coverage.json"
+  node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1],"utf8"));console.log("rego coverage: "+r.coverage.toFixed(1)+"%")' "$work/opa-coverage.json"
+fi
 
-echo "== vitest"
-npx vitest run "$@"
+step "vitest"
+# The JSON report guards against a run that "passes" without running anything (vitest
+# exits 0 when collection dies on an unhandled error).
+npx vitest run --reporter=default --reporter=json --outputFile.json="$work/vitest.json" "$@"
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (!r.success || r.numTotalTests === 0 || r.numFailedTests > 0) {
+    console.error(`vitest did not pass: success=${r.success}, ${r.numTotalTests} tests, ${r.numFailedTests} failed`);
+    process.exit(1);
+  }
+  console.log(`vitest: ${r.numPassedTests} of ${r.numTotalTests} tests passed in ${r.testResults.length} files`);
+' "$work/vitest.json"
+
+echo
+echo "== all checks passed in $((SECONDS - started)) s"

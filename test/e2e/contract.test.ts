@@ -6,6 +6,7 @@ import { ALL_TRANSPORTS, CaseRunner, loadCases } from "../support/cases.js";
 /*
  * CONVENTIONS rule 11: the contract cases in test/cases/*.yaml, each run over
  * /v1 JSON, gRPC (HTTP/2) and the Connect protocol against one expectation.
+ * Cases are independent (each run makes its own organizations), so they run concurrently.
  */
 
 const casesDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../cases");
@@ -13,7 +14,7 @@ const runner = new CaseRunner();
 afterAll(() => runner.close());
 
 for (const { file, cases } of loadCases(casesDir)) {
-  describe(file, () => {
+  describe.concurrent(file, () => {
     for (const c of cases) {
       for (const transport of c.transports ?? ALL_TRANSPORTS) {
         it(`[${transport}] ${c.name}`, () => runner.run(c, transport));

@@ -23,25 +23,38 @@ import { internal, wire_name } from "../../src/gen/mandate/v1/options_pb.js";
  * hold both transports to one expectation without trusting the code under test.
  */
 
-const genDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/gen/mandate/v1");
+const genRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src/gen/mandate");
 
-/** Every generated file of package mandate.v1 (each `*_pb.ts`), loaded once. */
-export async function loadMandateFiles(): Promise<DescFile[]> {
+/** Every generated file of package `mandate.<version>` (each `*_pb.ts` under src/gen/mandate/<version>). */
+async function loadPackageFiles(version: string): Promise<DescFile[]> {
+  const dir = path.join(genRoot, version);
   const files: DescFile[] = [];
-  for (const name of readdirSync(genDir).filter((f) => f.endsWith("_pb.ts")).sort()) {
-    const mod = (await import(path.join(genDir, name))) as Record<string, unknown>;
-    const file = Object.entries(mod).find(([k]) => k.startsWith("file_mandate_v1_"))?.[1] as DescFile | undefined;
-    if (!file) throw new Error(`${name} exports no file descriptor`);
+  for (const name of readdirSync(dir).filter((f) => f.endsWith("_pb.ts")).sort()) {
+    const mod = (await import(path.join(dir, name))) as Record<string, unknown>;
+    const file = Object.entries(mod).find(([k]) => k.startsWith(`file_mandate_${version}_`))?.[1] as DescFile | undefined;
+    if (!file) throw new Error(`${version}/${name} exports no file descriptor`);
     files.push(file);
   }
   return files;
 }
 
+/** Every generated file of package mandate.v1 (each `*_pb.ts`), loaded once. */
+export async function loadMandateFiles(): Promise<DescFile[]> {
+  return loadPackageFiles("v1");
+}
+
+const markInternal = (files: DescFile[]) =>
+  files.flatMap((f) => f.services.map((service) => ({ service, internal: hasOption(service, internal) && getOption(service, internal) })));
+
 /** Every service of package mandate.v1, marked public or `(mandate.v1.internal)`. */
 export async function loadMandateServices(): Promise<{ service: DescService; internal: boolean }[]> {
-  return (await loadMandateFiles()).flatMap((f) =>
-    f.services.map((service) => ({ service, internal: hasOption(service, internal) && getOption(service, internal) })),
-  );
+  return markInternal(await loadMandateFiles());
+}
+
+/** Every service of every mandate package (v1 and the early-access ones such as v1alpha). */
+export async function loadAllMandateServices(): Promise<{ service: DescService; internal: boolean }[]> {
+  const versions = readdirSync(genRoot, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name).sort();
+  return markInternal((await Promise.all(versions.map(loadPackageFiles))).flat());
 }
 
 /** One method's `google.api.http` binding, compiled to a matcher. */

@@ -209,6 +209,7 @@ export class CaseRunner {
     const { svc, dispose } = await this.serverFor(c.server);
     try {
       // Fixture organizations live in the same database, made through a service holding an operator key.
+      if (!svc.operatorKey && c.server?.fresh_database) throw new Error("a fresh_database server needs its operator key to make fixtures");
       const fixtureSvc = svc.operatorKey ? svc : (await this.serverFor({})).svc;
       const vars = new Vars(svc, fixtureSvc);
       for (const [i, step] of stepsOf(c).entries()) {
@@ -430,12 +431,11 @@ class Vars {
     };
     const mk = async (name: string, permissions: string[]) =>
       mustOk(name, await v1("POST", "/v1/organization/api-keys", { bearer: apiKey, body: { name, permissions } })) as { key_id: string; api_key: string };
-    const [spare, reader, revoked, list] = await Promise.all([
-      mk("spare", ["ORG_ADMIN"]),
-      mk("reader", ["DECISION_READ", "AGENT_ADMIN"]),
-      mk("revoked", ["ORG_ADMIN"]),
-      v1("GET", "/v1/organization/api-keys", { bearer: apiKey }),
-    ]);
+    // One after the other: cases rely on the listing order (oldest first).
+    const spare = await mk("spare", ["ORG_ADMIN"]);
+    const reader = await mk("reader", ["DECISION_READ", "AGENT_ADMIN"]);
+    const revoked = await mk("revoked", ["ORG_ADMIN"]);
+    const list = await v1("GET", "/v1/organization/api-keys", { bearer: apiKey });
     mustOk("revoke", await v1("POST", `/v1/organization/api-keys/${revoked.key_id}/revoke`, { bearer: apiKey, body: {} }));
     const initial = (mustOk("list", list) as { api_keys: { key_id: string; name: string }[] }).api_keys.find((k) => k.name === "initial");
     if (!initial) throw new Error("fixture: the organization's initial key is not listed");

@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import http from "node:http";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
@@ -40,26 +41,50 @@ export interface V1Options {
 /** A /v1 JSON client bound to one base URL. */
 export type V1Client = (method: string, path: string, options?: V1Options) => Promise<V1Response>;
 
-/** A /v1 client for `baseUrl` built on fetch: what a curl user sees, nothing more. */
+/**
+ * A /v1 client for `baseUrl`: what a curl user sees, nothing more. Each call
+ * opens its own connection (no keep-alive pool), so one request that leaves a
+ * connection in a bad state cannot make an unrelated later test hang; the
+ * connection handling itself is tested in foundation-http.test.ts.
+ */
 export function createV1Client(baseUrl: string): V1Client {
-  return async (method, path, options = {}) => {
-    const headers = new Headers(options.headers);
-    let body: string | Uint8Array | undefined;
-    if (options.body !== undefined) {
-      body = typeof options.body === "string" || options.body instanceof Uint8Array ? options.body : JSON.stringify(options.body);
-      if (!headers.has("content-type")) headers.set("content-type", "application/json");
-    }
-    if (options.bearer !== undefined) headers.set("authorization", `Bearer ${options.bearer}`);
-    const res = await fetch(new URL(path, baseUrl), { method, headers, body });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text === "" ? undefined : JSON.parse(text);
-    } catch {
-      // Leave non-JSON answers as text so a test can say what came back.
-    }
-    return { status: res.status, body: parsed, headers: res.headers };
-  };
+  return (method, path, options = {}) =>
+    new Promise((resolve, reject) => {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(options.headers ?? {})) headers[k.toLowerCase()] = v;
+      let body: Buffer | undefined;
+      if (options.body !== undefined) {
+        body =
+          typeof options.body === "string"
+            ? Buffer.from(options.body, "utf8")
+            : options.body instanceof Uint8Array
+              ? Buffer.from(options.body)
+              : Buffer.from(JSON.stringify(options.body), "utf8");
+        headers["content-type"] ??= "application/json";
+        headers["content-length"] = String(body.length);
+      }
+      if (options.bearer !== undefined) headers.authorization = `Bearer ${options.bearer}`;
+      const req = http.request(new URL(path, baseUrl), { method, headers, agent: false, timeout: 30_000 }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", reject);
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          let parsed: unknown = text;
+          try {
+            parsed = text === "" ? undefined : JSON.parse(text);
+          } catch {
+            // Leave non-JSON answers as text so a test can say what came back.
+          }
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h.set(k, Array.isArray(v) ? v.join(", ") : v);
+          resolve({ status: res.statusCode ?? 0, body: parsed, headers: h });
+        });
+      });
+      req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer within 30 s`)));
+      req.on("error", reject);
+      req.end(body);
+    });
 }
 
 /** An organization made for a test, with its all-permission key. */
@@ -131,14 +156,20 @@ export async function createTestDatabase(prefix = "t"): Promise<string> {
  * An override set to `undefined` unsets that variable (e.g. no operator key,
  * no Redis).
  */
-export async function startService(overrides: Partial<Record<keyof ServiceEnv, string | undefined>> = {}): Promise<TestService> {
+export async function startService(
+  overrides: Partial<Record<keyof ServiceEnv, string | undefined>> = {},
+  options: {
+    /** Collects the service's log lines (parsed pino JSON); LOG_LEVEL then defaults to info. */
+    logs?: Record<string, unknown>[];
+  } = {},
+): Promise<TestService> {
   const env: Record<string, string | undefined> = {
     PORT: "0",
     HOST: "127.0.0.1",
     DATABASE_URL: sharedDatabaseUrl(),
     REDIS_URL: sharedRedisUrl(),
     MANDATE_OPERATOR_KEY: `op_${randomBytes(24).toString("base64url")}`,
-    LOG_LEVEL: "silent",
+    LOG_LEVEL: options.logs ? "info" : "silent",
     MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: HIGH,
     MANDATE_SANDBOX_PER_EMAIL_PER_DAY: HIGH,
     MANDATE_SANDBOX_MAX_ORGS: HIGH,
@@ -146,7 +177,11 @@ export async function startService(overrides: Partial<Record<keyof ServiceEnv, s
   };
   const defined = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
   const config = loadConfig(defined);
-  const app = await startApp(config, pino({ level: config.logLevel }));
+  const logs = options.logs;
+  const logger = logs
+    ? pino({ level: config.logLevel }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) })
+    : pino({ level: config.logLevel });
+  const app = await startApp(config, logger);
   const baseUrl = `http://127.0.0.1:${app.port}`;
   const v1 = createV1Client(baseUrl);
   const grpcTransport = createGrpcTransport({ baseUrl });

@@ -1,0 +1,101 @@
+import { existsSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort, processesMentioning, spawnService, type ServiceProcess } from "../support/process.js";
+import { createTestDatabase, createV1Client, uniqueEmail } from "../support/service.js";
+
+/*
+ * The service as operators run it: separate processes started by `tsx
+ * src/main.ts` (what `npm start` runs). Two replicas migrate one fresh
+ * database at the same time and both serve; with DATABASE_URL unset the
+ * embedded Postgres is started, survives a restart with its data, and is
+ * stopped on SIGTERM.
+ */
+
+const running: ServiceProcess[] = [];
+const cleanup: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  await Promise.all(running.map((p) => p.stop("SIGKILL")));
+  for (const c of cleanup) await c();
+});
+
+async function track(p: Promise<ServiceProcess>): Promise<ServiceProcess> {
+  const s = await p;
+  running.push(s);
+  return s;
+}
+
+describe("two replicas against one fresh Postgres", () => {
+  it("start together (migrations under the advisory lock) and both serve", async () => {
+    const databaseUrl = await createTestDatabase("replicas");
+    const operatorKey = "op_replicas_test";
+    const env = (port: number) => ({
+      PORT: String(port),
+      DATABASE_URL: databaseUrl,
+      MANDATE_OPERATOR_KEY: operatorKey,
+      MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: "1000",
+    });
+    const [portA, portB] = [await freePort(), await freePort()];
+    const [a, b] = await Promise.all([track(spawnService(env(portA))), track(spawnService(env(portB)))]);
+    expect([a.port, b.port]).toEqual([portA, portB]);
+
+    // Each serves a sandbox creation; each sees the other's organization (one database).
+    const [ra, rb] = await Promise.all(
+      [a, b].map((s) => createV1Client(s.baseUrl)("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("replica") } })),
+    );
+    expect(ra!.status, JSON.stringify(ra!.body)).toBe(200);
+    expect(rb!.status, JSON.stringify(rb!.body)).toBe(200);
+    const seenByA = await createV1Client(a.baseUrl)("GET", "/v1/organization", { bearer: rb!.body.api_key });
+    const seenByB = await createV1Client(b.baseUrl)("GET", "/v1/organization", { bearer: ra!.body.api_key });
+    expect(seenByA.body.organization_id).toBe(rb!.body.organization_id);
+    expect(seenByB.body.organization_id).toBe(ra!.body.organization_id);
+
+    // Every migration was applied exactly once, whoever applied it.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ version: string; n: number }>("SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version");
+      expect(rows.length).toBeGreaterThan(0);
+      expect(rows.filter((r) => r.n !== 1)).toEqual([]);
+    } finally {
+      await client.end();
+    }
+    const applied = [a, b].map((s) => s.output.filter((l) => l.includes('"migrations applied"')).length);
+    expect(applied.reduce((x, y) => x + y), `migration logs: ${applied}`).toBeGreaterThanOrEqual(1);
+
+    const [ea, eb] = await Promise.all([a.stop(), b.stop()]);
+    expect(ea).toEqual({ code: 0, signal: null });
+    expect(eb).toEqual({ code: 0, signal: null });
+  });
+});
+
+describe("npm start's default: the embedded Postgres", () => {
+  it("starts in MANDATE_DATA_DIR, stops on SIGTERM/SIGINT to npm, and keeps its data for the next start", async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), "mandate-embedded-"));
+    await chmod(dataDir, 0o777);
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    const env = async () => ({ PORT: String(await freePort()), MANDATE_DATA_DIR: dataDir, MANDATE_OPERATOR_KEY: "op_embedded_test" });
+
+    // Exactly what a user runs: `npm start` (its setup check, then the service); signals go to npm.
+    const first = await track(spawnService(await env(), { via: "npm start" }));
+    expect(existsSync(path.join(dataDir, "postgres", "PG_VERSION"))).toBe(true);
+    expect(processesMentioning(dataDir).length, "a postgres process serves the data folder").toBeGreaterThan(0);
+    const created = await createV1Client(first.baseUrl)("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("embedded") } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+
+    expect(await first.stop("SIGTERM")).toEqual({ code: 0, signal: null });
+    expect(processesMentioning(dataDir), "postgres still running after SIGTERM").toEqual([]);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid")), "postmaster.pid left behind: Postgres was not shut down cleanly").toBe(false);
+
+    const second = await track(spawnService(await env(), { via: "npm start" }));
+    const again = await createV1Client(second.baseUrl)("GET", "/v1/organization", { bearer: created.body.api_key });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body).toMatchObject({ organization_id: created.body.organization_id, sandbox: true });
+
+    expect(await second.stop("SIGINT")).toEqual({ code: 0, signal: null });
+    expect(processesMentioning(dataDir)).toEqual([]);
+  });
+});
