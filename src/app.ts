@@ -101,15 +101,26 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
+    const pipeline = new RequestPipeline(credentials, logger);
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
     const server = await listen({
       host: config.host,
       port: config.port,
       services,
-      pipeline: new RequestPipeline(credentials, logger),
+      pipeline,
       bodyLimit: config.limits.requestBodyBytes,
-      plainRoutes: { "/.well-known/jwks.json": () => log.jwks(), "/openapi.json": async () => openapi },
+      plainRoutes: {
+        "/.well-known/jwks.json": () => log.jwks(),
+        "/openapi.json": async () => openapi,
+        "/healthz": async () => ({ status: "ok" }),
+        // Ready means the database answers; a 503 takes the replica out of rotation.
+        "/readyz": async () => {
+          await db.pool.query("SELECT 1");
+          return { status: "ready" };
+        },
+        "/metrics": () => pipeline.metrics.text(),
+      },
     });
     logger.info({ port: server.port }, "listening");
     return {

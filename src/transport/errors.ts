@@ -48,8 +48,20 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
   }
   if (err instanceof ConnectError) {
     // Raised by connect itself before our code ran (bad protobuf, oversized message, …).
+    // An undecodable message is reported by connect as INTERNAL; it is the client's input.
+    const undecodable = err.code === Code.Internal && /parse|decode|illegal|premature|invalid (wire|utf-8)|unexpected end/i.test(err.rawMessage);
     const code: ErrorCode =
-      err.code === Code.ResourceExhausted ? "payload_too_large" : err.code === Code.InvalidArgument ? "validation_failed" : err.code === Code.Unimplemented ? "not_found" : "internal";
+      err.code === Code.ResourceExhausted
+        ? "payload_too_large"
+        : err.code === Code.InvalidArgument || undecodable
+          ? "validation_failed"
+          : err.code === Code.Unimplemented
+            ? "not_found"
+            : err.code === Code.Unauthenticated
+              ? "missing_credentials"
+              : err.code === Code.DeadlineExceeded || err.code === Code.Canceled || err.code === Code.Unavailable
+                ? "unavailable"
+                : "internal";
     const [status, grpc] = STATUS[code];
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };
   }

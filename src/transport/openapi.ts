@@ -225,7 +225,7 @@ export function openApiDocument(services: readonly DescService[]): Record<string
         "Agent identity and runtime authorization. Generated from the google.api.http annotations of proto/mandate/v1; " +
         "every non-2xx answer is an ErrorDetail ({detail, message, request_id, errors?}).",
     },
-    tags: [...new Set(routes.map((r) => r.service.name))].map((name) => ({ name })),
+    tags: [...new Set(routes.map((r) => r.service.name))].sort().map((name) => ({ name })),
     paths,
     components: {
       schemas: Object.fromEntries(Object.entries(schemas.components).sort(([a], [b]) => a.localeCompare(b))),

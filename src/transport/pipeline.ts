@@ -8,6 +8,7 @@ import { accessOf } from "./access.js";
 import { authenticate } from "./authenticate.js";
 import { callerKey, clientAddressKey, requestIdKey } from "./context.js";
 import { describeError, toConnectError } from "./errors.js";
+import { Metrics } from "./metrics.js";
 
 /** Which of the three connect protocols a request speaks, for logs. */
 function protocolOf(contentType: string | null): string {
@@ -24,6 +25,7 @@ export class RequestPipeline {
   constructor(
     private readonly credentials: Credentials,
     readonly logger: Logger,
+    readonly metrics: Metrics = new Metrics(),
   ) {}
 
   /** The client's request id when it is sane, else a new one. */
@@ -58,6 +60,7 @@ export class RequestPipeline {
         throw toConnectError(err, requestId);
       } finally {
         if (!req.stream) {
+          this.metrics.observe(protocolOf(req.header.get("content-type")), `${req.service.name}.${req.method.name}`, code, performance.now() - started);
           this.logger.info(
             { request_id: requestId, protocol: protocolOf(req.header.get("content-type")), rpc: `${req.service.name}.${req.method.name}`, detail: code, ms: Math.round((performance.now() - started) * 100) / 100 },
             "request",

@@ -1,8 +1,9 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { createContextValues, type ConnectRouter } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { withErrorDetails } from "./connect-errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "./context.js";
@@ -10,14 +11,16 @@ import type { RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
 
-/** A plain route outside the API (e.g. the JWKS), answered with JSON. */
+/** A plain GET route outside the API (JWKS, health, metrics): a string answers as text, anything else as JSON. */
 export type PlainRoute = () => Promise<unknown>;
 
 /** The listening server and how to stop it. */
 export interface RunningServer {
   port: number;
-  close(): Promise<void>;
+  close(graceMs?: number): Promise<void>;
 }
+
+type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
 const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n");
 
@@ -38,38 +41,59 @@ export async function listen(options: {
   const { services, pipeline } = options;
   const transcoder = createTranscoder(services, pipeline, options.bodyLimit);
   const descs: DescService[] = services.map((s) => s.service);
-  const handler = connectNodeAdapter({
-    routes: (router: ConnectRouter) => {
-      for (const { service, impl } of services) router.service(service, impl as never);
-      router.service(ServerReflection, createReflectionService([...descs, ServerReflection]));
-    },
+  const router = createConnectRouter({
     interceptors: [pipeline.interceptor()],
     readMaxBytes: options.bodyLimit,
-    contextValues: (req) => createContextValues().set(clientAddressKey, req.socket.remoteAddress ?? ""),
-    fallback: (req, res) => {
-      const path = (req.url ?? "/").split("?")[0]!;
-      const plain = options.plainRoutes[path];
-      if (plain && req.method === "GET") {
-        plain().then(
-          (body) => {
-            res.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=60" });
-            res.end(JSON.stringify(body));
-          },
-          (err) => {
-            pipeline.logger.error({ err }, "plain route failed");
-            res.writeHead(503, { "content-type": "application/json" });
-            res.end(JSON.stringify({ detail: "unavailable", message: "Temporarily unavailable.", request_id: pipeline.requestId(undefined) }));
-          },
-        );
-        return;
-      }
-      void transcoder(req, res);
-    },
+    acceptCompression: [compressionGzip, compressionBrotli],
   });
+  for (const { service, impl } of services) router.service(service, impl as never);
+  router.service(ServerReflection, createReflectionService([...descs, ServerReflection]));
+  const rpcs = new Map(router.handlers.map((h) => [h.requestPath, withErrorDetails(h)]));
+
+  const fallback = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    const plain = options.plainRoutes[path];
+    if (plain && req.method === "GET") {
+      plain().then(
+        (body) => {
+          const text = typeof body === "string";
+          res.writeHead(200, { "content-type": text ? "text/plain; version=0.0.4" : "application/json", "cache-control": "no-cache" });
+          res.end(text ? body : JSON.stringify(body));
+        },
+        (err) => {
+          pipeline.logger.error({ err }, "plain route failed");
+          res.writeHead(503, { "content-type": "application/json" });
+          res.end(JSON.stringify({ detail: "unavailable", message: "Temporarily unavailable.", request_id: pipeline.requestId(undefined) }));
+        },
+      );
+      return;
+    }
+    void transcoder(req, res);
+  };
+
+  // connect-node's adapter, plus one error-shaping wrapper around every RPC handler.
+  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
+    const rpc = rpcs.get((req.url ?? "").split("?", 1)[0]!);
+    if (!rpc) {
+      fallback(req, res);
+      return;
+    }
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(clientAddressKey, req.socket.remoteAddress ?? ""));
+    rpc(uReq)
+      .then((uRes) => universalResponseToNodeResponse(uRes, res))
+      .catch((err) => {
+        if (ConnectError.from(err).code !== Code.Aborted) pipeline.logger.warn({ err, rpc: rpc.method.name }, "rpc response failed");
+      });
+  };
 
   const h1 = http.createServer(handler);
   h1.keepAliveTimeout = 65_000;
   const h2 = http2.createServer({}, handler);
+  const sessions = new Set<http2.Http2Session>();
+  h2.on("session", (session) => {
+    sessions.add(session);
+    session.on("close", () => sessions.delete(session));
+  });
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     sockets.add(socket);
@@ -91,10 +115,27 @@ export async function listen(options: {
   const { port } = server.address() as net.AddressInfo;
   return {
     port,
-    close: () =>
+    /** Stops accepting, lets requests in flight finish (up to `graceMs`), then cuts what remains. */
+    close: (graceMs = 5000) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        for (const s of sockets) s.destroy();
+        h1.closeIdleConnections();
+        h1.on("request", (_req, res) => {
+          if (!res.headersSent) res.setHeader("connection", "close");
+        });
+        for (const session of sessions) session.close();
+        const deadline = setTimeout(() => {
+          for (const s of sockets) s.destroy();
+        }, graceMs);
+        deadline.unref();
+        const poll = setInterval(() => {
+          h1.closeIdleConnections();
+          if (sockets.size === 0) {
+            clearInterval(poll);
+            clearTimeout(deadline);
+          }
+        }, 50);
+        poll.unref();
       }),
   };
 }

@@ -127,13 +127,16 @@ function buildRequest(route: HttpRoute, match: RegExpExecArray, url: URL, body: 
   return message;
 }
 
-function send(res: NodeResponse, status: number, body: unknown, requestId: string): void {
+function send(res: NodeResponse, status: number, body: unknown, requestId: string, close = false): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, {
+  const headers: Record<string, string | number> = {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "x-request-id": requestId,
-  });
+  };
+  // The unread rest of an oversized body would be parsed as the next request: end the connection.
+  if (close && !("stream" in res)) headers.connection = "close";
+  res.writeHead(status, headers);
   res.end(text);
 }
 
@@ -187,8 +190,10 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       const { status: errStatus, body } = errorBody(err, requestId);
       status = errStatus;
       if (status >= 500) pipeline.logger.error({ err, request_id: requestId }, "request failed");
-      send(res, status, body, requestId);
+      send(res, status, body, requestId, status === 413);
     } finally {
+      const ms = performance.now() - started;
+      pipeline.metrics.observe("v1", route ? `${route.service.name}.${route.method.name}` : "unrouted", status < 400 ? "ok" : String(status), ms);
       pipeline.logger.info(
         {
           request_id: requestId,
@@ -197,7 +202,7 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
           path: url.pathname,
           rpc: route ? `${route.service.name}.${route.method.name}` : undefined,
           status,
-          ms: Math.round((performance.now() - started) * 100) / 100,
+          ms: Math.round(ms * 100) / 100,
         },
         "request",
       );

