@@ -73,7 +73,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const credentials = new Credentials(db, config.operatorKey);
     const signatures = new AgentSignatures(db);
     // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
-    const mirror = config.redisUrl ? await CapabilityMirror.connect(config.redisUrl) : null;
+    const mirror = config.redisUrl ? CapabilityMirror.connect(config.redisUrl) : null;
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
     const agents = new Agents(db, evidence, signatures, async (a) => {
       await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);

@@ -52,8 +52,8 @@ export class Capabilities {
    * a refusal is confirmed against Postgres before it is believed; Redis being
    * down falls through to the Postgres statement, which decides alone.
    */
-  private async consumeInRedis(row: CapabilityRow): Promise<void> {
-    if (!this.mirror) return;
+  private async consumeInRedis(row: CapabilityRow): Promise<boolean> {
+    if (!this.mirror) return false;
     const ref = { organizationId: row.organization_id, agentId: row.agent_id, integrationId: row.integration_id, capabilityId: row.capability_id };
     const ttlMs = row.expires_at.getTime() - Date.now() + 60_000;
     try {
@@ -67,9 +67,11 @@ export class Capabilities {
       if (verdict === "INACTIVE") {
         throw new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
       }
+      return verdict === "OK";
     } catch (err) {
       if (err instanceof MandateError) throw err;
       this.log(err); // Redis unavailable: Postgres alone decides below.
+      return false;
     }
   }
 
@@ -218,7 +220,20 @@ export class Capabilities {
         differing.map((k) => ({ field: `constraints.${k}`, code: "capability_constraint_mismatch", message: "differs from the bound value" })),
       );
     }
-    await this.consumeInRedis(row);
+    const marked = await this.consumeInRedis(row);
+    try {
+      return await this.consumeInPostgres(caller, row);
+    } catch (err) {
+      // Postgres refused (other than "already consumed") or failed after Redis set the marker:
+      // the token was not consumed here, so it must stay usable.
+      const consumed = err instanceof MandateError && err.code === "capability_consumed";
+      if (marked && !consumed) await this.mirror!.release(row.organization_id, row.capability_id).catch(this.log);
+      throw err;
+    }
+  }
+
+  /** The durable, arbitrating consume: one conditional UPDATE and its evidence in one transaction. */
+  private consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
     return this.db.transaction(async (tx) => {
       // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
       const consumed = await capabilityStore.consume(tx, row.capability_id, caller.identity);

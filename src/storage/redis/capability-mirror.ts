@@ -27,15 +27,19 @@ type Client = ReturnType<typeof createClient>;
 export class CapabilityMirror {
   private constructor(private readonly client: Client) {}
 
-  /** Connects; commands fail fast while disconnected (callers fall back to Postgres). */
-  static async connect(url: string): Promise<CapabilityMirror> {
+  /**
+   * Starts connecting in the background and returns at once: the service must
+   * start and serve while Redis is down. Commands fail fast while disconnected
+   * (callers fall back to Postgres) and the client keeps reconnecting.
+   */
+  static connect(url: string): CapabilityMirror {
     const client = createClient({
       url,
       disableOfflineQueue: true,
       socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
     });
     client.on("error", () => undefined);
-    await client.connect();
+    client.connect().catch(() => undefined);
     return new CapabilityMirror(client);
   }
 
@@ -77,8 +81,17 @@ export class CapabilityMirror {
     await this.client.set(this.key(organizationId, "integration", integrationId), state);
   }
 
-  /** Closes the connection. */
+  /**
+   * Removes a consumed marker set by `consume` when Postgres then refused or
+   * failed: the Capability was not consumed, so the token must stay usable.
+   */
+  async release(organizationId: string, capabilityId: string): Promise<void> {
+    await this.client.del(this.key(organizationId, "cap", capabilityId));
+  }
+
+  /** Closes the connection (also when it never opened). */
   async close(): Promise<void> {
-    await this.client.quit().catch(() => this.client.disconnect());
+    if (this.client.isReady) await this.client.close().catch(() => this.client.destroy());
+    else if (this.client.isOpen) this.client.destroy();
   }
 }

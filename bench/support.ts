@@ -1,0 +1,512 @@
+// Shared by the service benchmarks (bench/intents.ts, bench/capabilities.ts): the service as a
+// child process against a Postgres and Redis the bench starts, a keep-alive HTTP/1.1 client, an
+// open- and a closed-loop load generator, and the figures they print. Asserts nothing.
+import { spawn, type ChildProcess } from "node:child_process";
+import { generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import { cpus, loadavg, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { startEmbeddedPostgres } from "../src/storage/postgres/embedded.js";
+
+/** The repository root (the service is started from here). */
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/** One line saying how busy the machine was, since the figures are only as quiet as it. */
+export function machineLine(): string {
+  return `Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`;
+}
+
+/**
+ * CPU cost of one keep-alive HTTP/1.1 round trip (client and server in this process, tiny JSON
+ * bodies), in µs: a yardstick for how fast this machine is right now, printed beside the figures.
+ */
+export async function calibrate(): Promise<number> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.end('{"ok":true}'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const { port } = server.address() as net.AddressInfo;
+  const once = () =>
+    new Promise<void>((resolve, reject) => {
+      const req = http.request({ agent, host: "127.0.0.1", port, method: "POST", path: "/" }, (res) => {
+        res.resume();
+        res.on("end", resolve);
+      });
+      req.on("error", reject);
+      req.end('{"hello":"world"}');
+    });
+  try {
+    for (let i = 0; i < 1500; i++) await once();
+    const before = process.cpuUsage();
+    for (let i = 0; i < 2000; i++) await once();
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / 2000;
+  } finally {
+    agent.destroy();
+    server.close();
+  }
+}
+
+/** A free TCP port on loopback. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Something the bench started and must stop. */
+export interface Stoppable {
+  stop(): Promise<void>;
+}
+
+/** A throwaway embedded Postgres (default settings: synchronous_commit on, fsync on). */
+export async function startBenchPostgres(): Promise<Stoppable & { url: string }> {
+  const dir = await mkdtemp(path.join(tmpdir(), "mandate-bench-pg-"));
+  // Postgres runs as the `postgres` user when we are root; it must reach its data folder.
+  await chmod(dir, 0o777);
+  const pg = await startEmbeddedPostgres(dir);
+  return {
+    url: pg.url,
+    async stop() {
+      await pg.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function waitForExit(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once("exit", () => resolve());
+  });
+}
+
+/** A throwaway redis-server without persistence. */
+export async function startBenchRedis(): Promise<Stoppable & { url: string }> {
+  const port = await freePort();
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("Ready to accept connections")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("error", (err) => (clearTimeout(timer), reject(err)));
+    child.once("exit", (code) => (clearTimeout(timer), reject(new Error(`redis-server exited (${code}):\n${output}`))));
+  });
+  child.stdout!.resume();
+  child.stderr!.resume();
+  child.removeAllListeners("exit");
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      child.kill("SIGTERM");
+      await waitForExit(child);
+    },
+  };
+}
+
+/** The service running as its own process (`node --import tsx src/main.ts`). */
+export interface ServiceChild extends Stoppable {
+  baseUrl: string;
+  port: number;
+  pid: number;
+  operatorKey: string;
+  /** Peak resident set size so far (VmHWM), in MiB. */
+  peakRssMiB(): number;
+  /** CPU time of the process (all threads) so far, in seconds. */
+  cpuTimes(): { user: number; system: number };
+}
+
+/** Starts the service with LOG_LEVEL=warn against `databaseUrl` (and Redis when given); resolves once it answers. */
+export async function spawnMandate(databaseUrl: string, redisUrl?: string): Promise<ServiceChild> {
+  const port = await freePort();
+  const operatorKey = `op_${randomBytes(24).toString("base64url")}`;
+  const dataDir = await mkdtemp(path.join(tmpdir(), "mandate-bench-data-"));
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    DATABASE_URL: databaseUrl,
+    MANDATE_OPERATOR_KEY: operatorKey,
+    MANDATE_DATA_DIR: dataDir,
+    LOG_LEVEL: "warn",
+    ...(redisUrl && { REDIS_URL: redisUrl }),
+  };
+  for (const k of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[k] !== undefined) env[k] = process.env[k]!;
+  // BENCH_NODE_ARGS adds node flags to the service, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const output: string[] = [];
+  const keep = (chunk: Buffer) => {
+    output.push(chunk.toString());
+    if (output.length > 200) output.shift();
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the service exited before answering:\n${output.join("")}`);
+    const ok = await new Promise<boolean>((resolve) => {
+      const req = http.get(`${baseUrl}/.well-known/jwks.json`, { agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on("error", () => resolve(false));
+    });
+    if (ok) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`the service did not answer within 90 s:\n${output.join("")}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const pid = child.pid!;
+  const status = () => readFileSync(`/proc/${pid}/status`, "utf8");
+  return {
+    baseUrl,
+    port,
+    pid,
+    operatorKey,
+    peakRssMiB: () => Number(/VmHWM:\s+(\d+) kB/.exec(status())?.[1] ?? NaN) / 1024,
+    cpuTimes() {
+      // Fields after "(comm) ": utime and stime are the 12th and 13th, in clock ticks (USER_HZ 100).
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+    },
+    async stop() {
+      child.kill("SIGTERM");
+      await waitForExit(child);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** An answer: status and raw body. */
+export interface Answer {
+  status: number;
+  text: string;
+}
+
+/** A keep-alive HTTP/1.1 client of one service (what an enforcement point or agent SDK would hold). */
+export class HttpClient {
+  private readonly agent: http.Agent;
+  private readonly url: URL;
+
+  constructor(baseUrl: string, maxSockets = 128) {
+    this.url = new URL(baseUrl);
+    this.agent = new http.Agent({ keepAlive: true, maxSockets });
+  }
+
+  request(method: string, path: string, body?: Buffer | string | object, headers: Record<string, string> = {}): Promise<Answer> {
+    const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
+    const h: Record<string, string> = { ...headers };
+    if (payload) {
+      h["content-type"] ??= "application/json";
+      h["content-length"] = String(payload.length);
+    }
+    return new Promise((resolve, reject) => {
+      const req = http.request({ agent: this.agent, host: this.url.hostname, port: this.url.port, method, path, headers: h }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("error", reject);
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      });
+      req.on("error", reject);
+      req.end(payload);
+    });
+  }
+
+  /** A JSON call that must answer 200; returns the parsed body. */
+  async json<T = any>(method: string, path: string, body: object | undefined, bearer?: string, headers: Record<string, string> = {}): Promise<T> {
+    const res = await this.request(method, path, body, bearer ? { ...headers, authorization: `Bearer ${bearer}` } : headers);
+    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return JSON.parse(res.text) as T;
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/**
+ * A lean gRPC unary client over one HTTP/2 connection, framing the protobuf by hand: the
+ * connect-node client costs ~4x the CPU of an HTTP/1.1 call here, and on a shared 2-core machine
+ * the generator's CPU is taken from the service. Only for requests whose encoding is trivial.
+ */
+export class RawGrpcClient {
+  private readonly session: http2.ClientHttp2Session;
+
+  constructor(baseUrl: string) {
+    this.session = http2.connect(baseUrl);
+    this.session.on("error", () => undefined);
+  }
+
+  /** Calls `path` with an encoded request message; resolves with grpc-status and the response message bytes. */
+  unary(path: string, message: Buffer, metadata: Record<string, string>): Promise<{ status: number; message: string; body: Buffer }> {
+    const frame = Buffer.allocUnsafe(5 + message.length);
+    frame[0] = 0;
+    frame.writeUInt32BE(message.length, 1);
+    message.copy(frame, 5);
+    return new Promise((resolve, reject) => {
+      const stream = this.session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...metadata });
+      const chunks: Buffer[] = [];
+      let headers: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => (headers = h));
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("trailers", (t) => (headers = { ...headers, ...t }));
+      stream.on("error", reject);
+      stream.on("end", () => {
+        const data = Buffer.concat(chunks);
+        resolve({ status: Number(headers["grpc-status"] ?? -1), message: decodeURIComponent(String(headers["grpc-message"] ?? "")), body: data.length >= 5 ? data.subarray(5, 5 + data.readUInt32BE(1)) : Buffer.alloc(0) });
+      });
+      stream.end(frame);
+    });
+  }
+
+  close(): void {
+    this.session.close();
+  }
+}
+
+/** Protobuf: one length-delimited field (wire type 2) with field number `field`. */
+export function protoBytesField(field: number, value: Buffer): Buffer {
+  const len: number[] = [];
+  let n = value.length;
+  do {
+    let b = n & 0x7f;
+    n >>>= 7;
+    if (n) b |= 0x80;
+    len.push(b);
+  } while (n);
+  return Buffer.concat([Buffer.from([(field << 3) | 2, ...len]), value]);
+}
+
+/** Protobuf: the value of top-level varint field `field` (0 when absent). Skips other fields. */
+export function protoVarintField(message: Buffer, field: number): number {
+  let i = 0;
+  const varint = () => {
+    let v = 0;
+    let shift = 0;
+    for (;;) {
+      const b = message[i++]!;
+      v += (b & 0x7f) * 2 ** shift;
+      if (!(b & 0x80)) return v;
+      shift += 7;
+    }
+  };
+  while (i < message.length) {
+    const key = varint();
+    const wire = key & 7;
+    if (key >>> 3 === field && wire === 0) return varint();
+    if (wire === 0) varint();
+    else if (wire === 2) {
+      const length = varint(); // read before adding: `i += varint()` would add to the old i
+      i += length;
+    }
+    else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else return 0;
+  }
+  return 0;
+}
+
+/** An activated agent with its private key. */
+export interface BenchAgent {
+  organizationId: string;
+  apiKey: string;
+  agentId: string;
+  certificateId: string;
+  privateKey: KeyObject;
+}
+
+/** Creates `orgs` organizations (operator key) with `agentsPerOrg` active agents each. */
+export async function createAgents(client: HttpClient, operatorKey: string, orgs: number, agentsPerOrg: number): Promise<BenchAgent[]> {
+  const all: BenchAgent[] = [];
+  await Promise.all(
+    Array.from({ length: orgs }, async (_, o) => {
+      const org = await client.json("POST", "/v1/organizations", { name: `bench org ${o} ${randomUUID().slice(0, 6)}` }, undefined, { "x-service-operator-key": operatorKey });
+      const principal = await client.json("POST", "/v1/principals", { display_name: `Bench ${o}`, kind: "person" }, org.api_key);
+      for (let a = 0; a < agentsPerOrg; a++) {
+        const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+        const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+        const agent = await client.json(
+          "POST",
+          "/v1/agents",
+          { name: `bench-${o}-${a}`, acting_for_principal_id: principal.principal_id, public_key: `ed25519:base64:${raw.toString("base64")}` },
+          org.api_key,
+        );
+        await client.json("POST", `/v1/agents/${agent.agent_id}/activate`, {}, org.api_key);
+        all.push({ organizationId: org.organization_id, apiKey: org.api_key, agentId: agent.agent_id, certificateId: agent.certificate_id, privateKey });
+      }
+    }),
+  );
+  return all;
+}
+
+/** A signed Intent: the exact bytes, the certificate id and the signature (standard base64). */
+export interface SignedIntent {
+  agent: BenchAgent;
+  bytes: Buffer;
+  keyId: string;
+  signature: string;
+}
+
+/** Signs `count` fresh Intents (reference_noop plus `fields`), round-robin over `agents`; sign right before use (±300 s window). */
+export function signIntents(agents: readonly BenchAgent[], count: number, fields: Record<string, unknown> = {}): SignedIntent[] {
+  const out: SignedIntent[] = new Array(count);
+  const requestedAt = new Date().toISOString();
+  for (let i = 0; i < count; i++) {
+    const agent = agents[i % agents.length]!;
+    const bytes = Buffer.from(JSON.stringify({ agent_id: agent.agentId, action: "reference_noop", ...fields, requested_at: requestedAt, nonce: randomUUID() }), "utf8");
+    out[i] = { agent, bytes, keyId: agent.certificateId, signature: sign(null, bytes, agent.privateKey).toString("base64") };
+  }
+  return out;
+}
+
+/** p50/p99/max of latencies in milliseconds. */
+export interface Latency {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export function latencyOf(samples: number[]): Latency {
+  if (samples.length === 0) return { p50: NaN, p99: NaN, max: NaN };
+  const s = Float64Array.from(samples).sort();
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(s.length * q))]!;
+  return { p50: at(0.5), p99: at(0.99), max: s[s.length - 1]! };
+}
+
+/** What a load run measured. */
+export interface RunResult {
+  /** Operations that completed as expected. */
+  ok: number;
+  /** Operations that failed (unexpected status or an exception), with a sample of why. */
+  failed: number;
+  failures: string[];
+  seconds: number;
+  perSecond: number;
+  latency: Latency;
+  /** How many operations were started (the rest of the prepared ones are left unused). */
+  used: number;
+  /** Open loop only: the service fell so far behind that the generator stopped offering. */
+  saturated: boolean;
+}
+
+/** One operation of a load run: resolves true when the answer was the expected one, or a string saying what went wrong. */
+export type Operation = (i: number) => Promise<true | string>;
+
+function collect(started: number, latencies: number[], failures: string[], ok: number, failed: number, used: number, saturated = false): RunResult {
+  const seconds = (performance.now() - started) / 1000;
+  return { ok, failed, failures: failures.slice(0, 5), seconds, perSecond: ok / seconds, latency: latencyOf(latencies), used, saturated };
+}
+
+/** Closed loop: `concurrency` workers run operations 0..total-1 back to back as fast as the service answers, for at most `maxSeconds`. */
+export async function closedLoop(concurrency: number, total: number, op: Operation, maxSeconds = Infinity): Promise<RunResult> {
+  const latencies: number[] = [];
+  const failures: string[] = [];
+  let next = 0;
+  let ok = 0;
+  let failed = 0;
+  const started = performance.now();
+  const deadline = started + maxSeconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < total && performance.now() < deadline; i = next++) {
+        const t0 = performance.now();
+        const r = await op(i).catch((err: unknown) => String(err));
+        latencies.push(performance.now() - t0);
+        if (r === true) ok++;
+        else {
+          failed++;
+          if (failures.length < 20) failures.push(r);
+        }
+      }
+    }),
+  );
+  return collect(started, latencies, failures, ok, failed, Math.min(next, total));
+}
+
+/**
+ * Open loop: operation i is due at start + i/rate, whatever the service does; latency is measured
+ * from that due time (so a stall is not hidden by the generator waiting on it). When more than
+ * `maxInFlight` are outstanding the service cannot keep up: offering stops (result.saturated).
+ */
+export async function openLoop(rate: number, total: number, op: Operation, maxInFlight = rate): Promise<RunResult> {
+  const latencies: number[] = [];
+  const failures: string[] = [];
+  const pending = new Set<Promise<void>>();
+  let ok = 0;
+  let failed = 0;
+  let saturated = false;
+  const started = performance.now();
+  let sent = 0;
+  while (sent < total && !saturated) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
+    while (sent < due) {
+      if (pending.size >= maxInFlight) {
+        saturated = true;
+        break;
+      }
+      const i = sent++;
+      const dueAt = started + (i * 1000) / rate;
+      const p: Promise<void> = op(i)
+        .catch((err: unknown) => String(err))
+        .then((r) => {
+          pending.delete(p);
+          latencies.push(performance.now() - dueAt);
+          if (r === true) ok++;
+          else {
+            failed++;
+            if (failures.length < 20) failures.push(r);
+          }
+        });
+      pending.add(p);
+    }
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  await Promise.all(pending);
+  return collect(started, latencies, failures, ok, failed, sent, saturated);
+}
+
+const n = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");
+
+/** One result as a line: rate, p50/p99/max, failures. */
+export function describeRun(label: string, r: RunResult): string {
+  const fail = (r.saturated ? "  SATURATED: the service fell behind the offered rate; offering stopped" : "") + (r.failed ? `  FAILED ${r.failed} (e.g. ${r.failures[0]})` : "");
+  return `  ${label.padEnd(44)} ${n(r.perSecond).padStart(7)}/s   p50 ${n(r.latency.p50, 2).padStart(7)} ms   p99 ${n(r.latency.p99, 2).padStart(7)} ms   max ${n(r.latency.max, 1).padStart(7)} ms   (${n(r.ok)} in ${n(r.seconds, 1)} s)${fail}`;
+}
+
+/** "value vs target → ratio" for the summary. */
+export function versus(label: string, value: number, target: number, unit: string, higherIsBetter = true): string {
+  const ratio = higherIsBetter ? value / target : target / value;
+  const verdict = ratio >= 1 ? "meets" : "misses";
+  return `  ${label.padEnd(52)} ${n(value, unit === "ms" ? 2 : 0).padStart(8)} ${unit.padEnd(4)} target ${higherIsBetter ? "≥" : "<"} ${n(target)} ${unit}  → ${verdict} (${ratio.toFixed(2)}x)`;
+}
+
+/** Formats a number for the summary. */
+export const fmt = n;
+
+/** True when the module at `url` is the entry point (`tsx bench/x.ts`), false when imported by bench/run.ts. */
+export function isMain(url: string): boolean {
+  return process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(url);
+}
