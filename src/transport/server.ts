@@ -95,9 +95,30 @@ export async function listen(options: {
     session.on("close", () => sessions.delete(session));
   });
   const sockets = new Set<net.Socket>();
+  // HTTP/1.1 requests in flight per socket: draining closes a socket once it is idle.
+  // (http.Server's own idle tracking only works for servers that listen themselves.)
+  const busy = new Map<net.Socket, number>();
+  const h1Sockets = new Set<net.Socket>();
+  let draining = false;
+  const closeIfIdle = (socket: net.Socket) => {
+    if (draining && !busy.get(socket)) socket.destroy();
+  };
+  h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    busy.set(socket, (busy.get(socket) ?? 0) + 1);
+    if (draining) res.setHeader("connection", "close");
+    res.on("close", () => {
+      busy.set(socket, (busy.get(socket) ?? 1) - 1);
+      closeIfIdle(socket);
+    });
+  });
   const server = net.createServer((socket) => {
     sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
+    socket.on("close", () => {
+      sockets.delete(socket);
+      h1Sockets.delete(socket);
+      busy.delete(socket);
+    });
     socket.once("readable", () => {
       const head: Buffer | null = socket.read(HTTP2_PREFACE.length) ?? socket.read();
       if (head === null) {
@@ -105,7 +126,11 @@ export async function listen(options: {
         return;
       }
       socket.unshift(head);
-      (head.equals(HTTP2_PREFACE.subarray(0, head.length)) ? h2 : h1).emit("connection", socket);
+      if (head.equals(HTTP2_PREFACE.subarray(0, head.length))) h2.emit("connection", socket);
+      else {
+        h1Sockets.add(socket);
+        h1.emit("connection", socket);
+      }
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -119,17 +144,14 @@ export async function listen(options: {
     close: (graceMs = 5000) =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
-        h1.closeIdleConnections();
-        h1.on("request", (_req, res) => {
-          if (!res.headersSent) res.setHeader("connection", "close");
-        });
+        draining = true;
         for (const session of sessions) session.close();
         const deadline = setTimeout(() => {
           for (const s of sockets) s.destroy();
         }, graceMs);
         deadline.unref();
         const poll = setInterval(() => {
-          h1.closeIdleConnections();
+          for (const socket of h1Sockets) closeIfIdle(socket);
           if (sockets.size === 0) {
             clearInterval(poll);
             clearTimeout(deadline);
