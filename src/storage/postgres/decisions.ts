@@ -68,32 +68,34 @@ export const decisionStore = {
    * commits before these decisions (and they see it) or waits for them.
    */
   async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, { cert_state: string; agent_state: string }>> {
-    const { rows } = await q.query<{ certificate_id: string; cert_state: string; agent_state: string }>(
-      `SELECT c.certificate_id, c.state AS cert_state, a.state AS agent_state
+    const { rows } = await q.query<{ certificate_id: string; cert_state: string; agent_state: string }>({
+      name: "decisions_lock_signers",
+      text: `SELECT c.certificate_id, c.state AS cert_state, a.state AS agent_state
          FROM certificates c JOIN agents a USING (agent_id)
         WHERE c.certificate_id = ANY($1::text[])
         ORDER BY a.agent_id
         FOR SHARE OF a`,
-      [certificateIds],
-    );
+      values: [certificateIds],
+    });
     return new Map(rows.map((r) => [r.certificate_id, r]));
   },
 
   /** Inserts many decisions in one statement (the group commit of the Intent path). */
   async insertMany(q: Queryable, ds: readonly Omit<DecisionRow, "resolution" | "approvals">[]): Promise<void> {
     const col = <T>(f: (d: Omit<DecisionRow, "resolution" | "approvals">) => T) => ds.map(f);
-    await q.query(
-      `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
+    await q.query({
+      name: "decisions_insert_many",
+      text: `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
                               evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[],
                             $11::text[], $12::jsonb[], $13::int[], $14::text[], $15::text[], $16::int[], $17::timestamptz[])`,
-      [
+      values: [
         col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
         col((d) => JSON.stringify(d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
         col((d) => d.evidence_id), col((d) => JSON.stringify(d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
         col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
       ],
-    );
+    });
   },
 
   /** The decision an agent already got for a nonce, or null. */
@@ -143,14 +145,15 @@ export const decisionStore = {
 
   /** The agent's prior decision for `nonce` and the active contract of the integration covering `action`, in one round trip. */
   async intentContext(q: Queryable, organizationId: string, agentId: string, nonce: string, action: string): Promise<IntentContext> {
-    const { rows } = await q.query<{ prior: DecisionRow | null; integration_id: string | null; contract_version: number | null; context_bindings: Record<string, string> | null }>(
-      `SELECT (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = $2 AND d.nonce = $3) AS prior,
+    const { rows } = await q.query<{ prior: DecisionRow | null; integration_id: string | null; contract_version: number | null; context_bindings: Record<string, string> | null }>({
+      name: "decisions_intent_context",
+      text: `SELECT (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = $2 AND d.nonce = $3) AS prior,
               ia.integration_id, cv.version AS contract_version, cv.context_bindings
          FROM (SELECT 1) one
          LEFT JOIN integration_actions ia ON ia.organization_id = $1 AND ia.action = $4
          LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,
-      [organizationId, agentId, nonce, action],
-    );
+      values: [organizationId, agentId, nonce, action],
+    });
     const r = rows[0]!;
     // row_to_json gives JSON types: restore the column types the rest of the code expects.
     const prior = r.prior

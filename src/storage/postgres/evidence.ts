@@ -26,11 +26,14 @@ export const evidenceStore = {
    * organization serialize here; other organizations are unaffected.
    */
   async lockHead(q: Queryable, organizationId: string): Promise<{ seq: number; digest: string | null }> {
-    await q.query("INSERT INTO evidence_heads (organization_id, seq, digest) VALUES ($1, 0, '') ON CONFLICT DO NOTHING", [organizationId]);
-    const { rows } = await q.query<{ seq: number; digest: string }>(
-      "SELECT seq, digest FROM evidence_heads WHERE organization_id = $1 FOR UPDATE",
-      [organizationId],
-    );
+    // One statement: creates the head on first use, and the no-op update row-locks an existing one.
+    const { rows } = await q.query<{ seq: number; digest: string }>({
+      name: "evidence_lock_head",
+      text: `INSERT INTO evidence_heads (organization_id, seq, digest) VALUES ($1, 0, '')
+             ON CONFLICT (organization_id) DO UPDATE SET seq = evidence_heads.seq
+             RETURNING seq, digest`,
+      values: [organizationId],
+    });
     const head = rows[0]!;
     return { seq: head.seq, digest: head.seq === 0 ? null : head.digest };
   },
@@ -38,10 +41,11 @@ export const evidenceStore = {
   /** Stores sealed records (consecutive, of one organization) and moves the head past the last. */
   async append(q: Queryable, records: readonly EvidenceRecord[]): Promise<void> {
     if (records.length === 0) return;
-    await q.query(
-      `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
+    await q.query({
+      name: "evidence_append",
+      text: `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
        SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])`,
-      [
+      values: [
         records.map((r) => r.evidence_id),
         records.map((r) => r.organization_id),
         records.map((r) => r.seq),
@@ -50,9 +54,13 @@ export const evidenceStore = {
         records.map((r) => JSON.stringify(r)),
         records.map((r) => r.created_at),
       ],
-    );
+    });
     const last = records[records.length - 1]!;
-    await q.query("UPDATE evidence_heads SET seq = $2, digest = $3 WHERE organization_id = $1", [last.organization_id, last.seq, last.digest]);
+    await q.query({
+      name: "evidence_move_head",
+      text: "UPDATE evidence_heads SET seq = $2, digest = $3 WHERE organization_id = $1",
+      values: [last.organization_id, last.seq, last.digest],
+    });
   },
 
   /** One record of the organization, or null. */
