@@ -2,13 +2,12 @@ import { createHash } from "node:crypto";
 import type { Limits } from "../config.js";
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
-import type { CertificateRow } from "../storage/postgres/agents.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import { MandateError, validationFailed, type FieldError } from "./errors.js";
 import type { DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
 import type { Evaluation, Policies } from "./policies.js";
-import { AgentSignatures, requireSigningState } from "./signatures.js";
+import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 
 /** A validated Intent document. */
 export interface Intent {
@@ -100,10 +99,22 @@ export class Intents {
     if (bytes.length > this.limits.intentBodyBytes) {
       throw new MandateError("payload_too_large", `An Intent is at most ${this.limits.intentBodyBytes} bytes.`);
     }
-    const cert = await this.signatures.verify(keyId, signature, bytes);
-    requireSigningState(cert, true);
-    const intent = parseIntent(bytes);
-    if (intent.agent_id !== cert.agent_id) {
+    const signer = await this.signatures.verifyIdentity(keyId, signature, bytes);
+    let intent: Intent;
+    try {
+      intent = parseIntent(bytes);
+    } catch (err) {
+      // The agent's state is reported before validation (DESIGN §2 steps 4 and 5).
+      const live = await decisionStore.intentContext(this.db.pool, signer.certificate_id, "", "");
+      if (!live) throw new MandateError("unknown_key", "The certificate is unknown.");
+      requireLiveSigner(live, true);
+      throw err;
+    }
+    // One round trip: live signer state, policy head, prior decision for the nonce, contract.
+    const context = await decisionStore.intentContext(this.db.pool, signer.certificate_id, intent.nonce, intent.action);
+    if (!context) throw new MandateError("unknown_key", "The certificate is unknown.");
+    requireLiveSigner(context, true);
+    if (intent.agent_id !== signer.agent_id) {
       throw validationFailed([{ field: "agent_id", code: "mismatch", message: "must be the id of the agent whose certificate signed the Intent" }]);
     }
     const skew = Math.abs(Date.now() - Date.parse(intent.requested_at));
@@ -111,11 +122,10 @@ export class Intents {
       throw new MandateError("request_expired", `requested_at must be within ${this.limits.requestedAtSkewSeconds} s of server time.`);
     }
     const bodySha = createHash("sha256").update(bytes).digest();
-    const context = await decisionStore.intentContext(this.db.pool, cert.organization_id, cert.agent_id, intent.nonce, intent.action);
     if (context.prior) return this.replay(context.prior, bodySha);
 
     let evaluation: Evaluation | null = null;
-    if (cert.agent_state !== "suspended") {
+    if (context.agent_state !== "suspended") {
       if (context.context_bindings && intent.context) {
         const undeclared = Object.keys(intent.context).filter((k) => !(k in context.context_bindings!));
         if (undeclared.length) {
@@ -126,16 +136,16 @@ export class Intents {
           );
         }
       }
-      if (!cert.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
-      const result = await this.policies.evaluateBundle(cert.bundle_digest, {
+      if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
+      const result = await this.policies.evaluateBundle(context.bundle_digest, {
         intent,
-        agent: { agent_id: cert.agent_id, state: cert.agent_state },
-        principal: { principal_id: cert.acting_for_principal_id, external_ref: cert.principal_external_ref, kind: cert.principal_kind },
+        agent: { agent_id: signer.agent_id, state: context.agent_state },
+        principal: { principal_id: signer.acting_for_principal_id, external_ref: signer.principal_external_ref, kind: signer.principal_kind },
         now: new Date().toISOString(),
       });
-      evaluation = { ...result, policyVersions: cert.policy_versions ?? {}, graphVersion: cert.graph_version ?? 0, bundleDigest: cert.bundle_digest };
+      evaluation = { ...result, policyVersions: context.policy_versions ?? {}, graphVersion: context.graph_version ?? 0, bundleDigest: context.bundle_digest };
     }
-    return this.record(cert, intent, bodySha, evaluation, context.integration_id, context.contract_version);
+    return this.record(signer, intent, bodySha, evaluation, context.integration_id, context.contract_version);
   }
 
   /** The original decision for a repeated nonce with identical bytes; 409 `nonce_reused` for different bytes. */
@@ -145,7 +155,7 @@ export class Intents {
   }
 
   private async record(
-    cert: CertificateRow,
+    cert: SignerIdentity,
     intent: Intent,
     bodySha: Buffer,
     evaluation: Evaluation | null,

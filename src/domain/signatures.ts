@@ -34,8 +34,45 @@ function decodeSignature(text: string): Buffer | null {
  */
 export class AgentSignatures {
   private readonly keys = new Map<string, KeyObject>();
+  /** What never changes about a certificate: its key, agent, organization and acting principal. */
+  private readonly identities = new Map<string, SignerIdentity>();
 
   constructor(private readonly db: Database) {}
+
+  /**
+   * Verifies `bytes` against the certificate's key and returns the signer's
+   * immutable identity, cached per certificate. It says nothing about the
+   * certificate's or agent's current state: callers read that live (the
+   * Intent path does, in its one query) before acting on the request.
+   */
+  async verifyIdentity(keyId: string, signature: string, bytes: Uint8Array): Promise<SignerIdentity> {
+    let identity = this.identities.get(keyId);
+    if (!identity) {
+      const cert = keyId.length <= 64 ? await agentStore.certificate(this.db.pool, keyId) : null;
+      if (!cert || cert.state === "replaced") throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
+      identity = {
+        certificate_id: cert.certificate_id,
+        agent_id: cert.agent_id,
+        organization_id: cert.organization_id,
+        acting_for_principal_id: cert.acting_for_principal_id,
+        principal_external_ref: cert.principal_external_ref,
+        principal_kind: cert.principal_kind,
+        key: parsePublicKey(cert.public_key),
+      };
+      if (this.identities.size > 50_000) this.identities.clear();
+      this.identities.set(keyId, identity);
+    }
+    if (!signatureValid(identity.key, signature, bytes)) {
+      // A certificate rotated away since it was cached answers unknown_key, as an uncached one would.
+      const cert = await agentStore.certificate(this.db.pool, keyId);
+      if (!cert || cert.state === "replaced") {
+        this.identities.delete(keyId);
+        throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
+      }
+      throw new MandateError("signature_invalid", "The signature does not verify over the request body.");
+    }
+    return identity;
+  }
 
   /**
    * Returns the certificate (with its agent's state) whose key signed `bytes`.
@@ -59,8 +96,25 @@ export class AgentSignatures {
   }
 }
 
+/** The parts of a certificate that never change. */
+export interface SignerIdentity {
+  certificate_id: string;
+  agent_id: string;
+  organization_id: string;
+  acting_for_principal_id: string;
+  principal_external_ref: string | null;
+  principal_kind: string;
+  key: KeyObject;
+}
+
+/** 401 for a certificate rotated away since it was cached; 403 for an agent that may not sign (DESIGN §2 steps 2 and 4). */
+export function requireLiveSigner(state: { cert_state: string; agent_state: string }, allowSuspended: boolean): void {
+  if (state.cert_state === "replaced") throw new MandateError("unknown_key", "The certificate was replaced by key rotation.");
+  requireSigningState(state, allowSuspended);
+}
+
 /** 403 for an agent that may not sign actions: registered, revoked or retired (DESIGN §2 step 4). */
-export function requireSigningState(cert: CertificateRow, allowSuspended: boolean): void {
+export function requireSigningState(cert: Pick<CertificateRow, "agent_state"> | { agent_state: string }, allowSuspended: boolean): void {
   switch (cert.agent_state) {
     case "revoked":
       throw new MandateError("agent_revoked", "The agent is revoked.");

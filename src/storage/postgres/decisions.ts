@@ -37,8 +37,17 @@ export interface DecisionRow {
   reconciliation?: Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> & { reconciled_at: string } | null;
 }
 
-/** The prior decision for a nonce and the integration contract covering an action, read together. */
+/**
+ * What the Intent path reads in its one round trip before evaluating: the
+ * signer's live state, the organization's policy head, any prior decision for
+ * the nonce, and the integration contract covering the action.
+ */
 export interface IntentContext {
+  cert_state: "active" | "replaced" | "revoked";
+  agent_state: "registered" | "active" | "suspended" | "revoked" | "retired";
+  bundle_digest: string | null;
+  policy_versions: Record<string, number> | null;
+  graph_version: number | null;
   prior: DecisionRow | null;
   integration_id: string | null;
   contract_version: number | null;
@@ -143,22 +152,26 @@ export const decisionStore = {
     ]);
   },
 
-  /** The agent's prior decision for `nonce` and the active contract of the integration covering `action`, in one round trip. */
-  async intentContext(q: Queryable, organizationId: string, agentId: string, nonce: string, action: string): Promise<IntentContext> {
-    const { rows } = await q.query<{ prior: DecisionRow | null; integration_id: string | null; contract_version: number | null; context_bindings: Record<string, string> | null }>({
+  /** Everything the Intent path needs after the signature verified, in one round trip; null for an unknown certificate. */
+  async intentContext(q: Queryable, certificateId: string, nonce: string, action: string): Promise<IntentContext | null> {
+    const { rows } = await q.query<IntentContext>({
       name: "decisions_intent_context",
-      text: `SELECT (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = $2 AND d.nonce = $3) AS prior,
+      text: `SELECT c.state AS cert_state, a.state AS agent_state, h.bundle_digest, h.policy_versions, h.graph_version,
+              (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = c.agent_id AND d.nonce = $2) AS prior,
               ia.integration_id, cv.version AS contract_version, cv.context_bindings
-         FROM (SELECT 1) one
-         LEFT JOIN integration_actions ia ON ia.organization_id = $1 AND ia.action = $4
-         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,
-      values: [organizationId, agentId, nonce, action],
+         FROM certificates c JOIN agents a USING (agent_id)
+         LEFT JOIN policy_heads h ON h.organization_id = c.organization_id
+         LEFT JOIN integration_actions ia ON ia.organization_id = c.organization_id AND ia.action = $3
+         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
+        WHERE c.certificate_id = $1`,
+      values: [certificateId, nonce, action],
     });
-    const r = rows[0]!;
+    const r = rows[0];
+    if (!r) return null;
     // row_to_json gives JSON types: restore the column types the rest of the code expects.
     const prior = r.prior
       ? { ...r.prior, body_sha256: Buffer.from((r.prior.body_sha256 as unknown as string).slice(2), "hex"), evaluated_at: new Date(r.prior.evaluated_at) }
       : null;
-    return { prior, integration_id: r.integration_id, contract_version: r.contract_version, context_bindings: r.context_bindings };
+    return { ...r, prior };
   },
 };
