@@ -10,6 +10,7 @@ import { MandateError, notFound, validationFailed, type FieldError } from "./err
 import type { EvidenceLog } from "./evidence-log.js";
 import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
 import { newId } from "./ids.js";
+import { valueAt } from "./intents.js";
 
 const ISSUER = "mandate";
 
@@ -22,10 +23,6 @@ export interface Presentation {
   constraints: Record<string, string>;
 }
 
-/** Reads a dotted path such as `context.po_number` out of an Intent. */
-function at(intent: Record<string, unknown>, path: string): unknown {
-  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), intent);
-}
 
 /** The digest of a constraint map, as carried in the token. */
 function constraintsDigest(constraints: Record<string, string>): string {
@@ -83,10 +80,10 @@ export class Capabilities {
     const contract = d.integration_id && d.contract_version ? await capabilityStore.contractBindings(this.db.pool, d.integration_id, d.contract_version) : null;
     if (contract) {
       for (const [key, path] of Object.entries(contract.context_bindings)) {
-        const v = at(intent, path);
+        const v = valueAt(intent, path);
         if (v !== undefined && v !== null) constraints[key] = String(v);
       }
-      const r = at(intent, contract.resource_path);
+      const r = valueAt(intent, contract.resource_path);
       if (typeof r === "string") resource = r;
     } else {
       for (const key of ["amount", "currency", "counterparty"]) if (intent[key] !== undefined) constraints[key] = String(intent[key]);

@@ -1,6 +1,7 @@
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
-import { MandateError } from "./errors.js";
+import type { MandateError } from "./errors.js";
+import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 
 type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
@@ -119,19 +120,14 @@ export class DecisionWriter {
  * action to review with no rule result.
  */
 function recheck(p: Pending, signer: { cert_state: string; agent_state: string } | undefined): MandateError | null {
-  if (!signer || signer.cert_state === "replaced") return new MandateError("unknown_key", "The certificate was replaced by key rotation.");
-  switch (signer.agent_state) {
-    case "revoked":
-      return new MandateError("agent_revoked", "The agent is revoked.");
-    case "retired":
-      return new MandateError("agent_retired", "The agent is retired.");
-    case "registered":
-      return new MandateError("agent_not_active", "The agent is not active.");
-    case "suspended":
-      if (p.decision.reason !== "agent_suspended") {
-        Object.assign(p.decision, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "" });
-        Object.assign(p.payload, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "", trace: [] });
-      }
+  try {
+    requireLiveSigner(signer ?? { cert_state: "replaced", agent_state: "revoked" }, true);
+  } catch (err) {
+    return err as MandateError;
+  }
+  if (signer!.agent_state === "suspended" && p.decision.reason !== "agent_suspended") {
+    Object.assign(p.decision, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "" });
+    Object.assign(p.payload, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "", trace: [] });
   }
   return null;
 }

@@ -8,6 +8,7 @@ import type { OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
+import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
 
 type Json = Record<string, unknown>;
@@ -46,10 +47,6 @@ function timestamp(errors: FieldError[], d: Json, key: string): Date {
   return at;
 }
 
-/** Reads a dotted path such as `context.po_number` out of an Intent. */
-function at(intent: Json, path: string): unknown {
-  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Json)[k] : undefined), intent);
-}
 
 /**
  * Early access: what trusted adapters and destinations report, and the
@@ -134,7 +131,7 @@ export class Execution {
     const declared: Record<string, string> = { ...contract.context_bindings, resource: contract.resource_path };
     const differing = Object.entries(declared)
       .filter(([field, path]) => {
-        const v = at(decision.intent, path);
+        const v = valueAt(decision.intent, path);
         return (v === undefined ? undefined : String(v)) !== operation[field];
       })
       .map(([field]) => field);

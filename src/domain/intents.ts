@@ -30,6 +30,11 @@ const RESOURCE = /^[A-Za-z0-9_.-]{1,64}:\S{1,512}$/;
 const UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 const CONTEXT_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 
+/** Reads a dotted path such as `context.po_number` out of an Intent document (contracts name fields this way). */
+export function valueAt(intent: Record<string, unknown>, path: string): unknown {
+  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), intent);
+}
+
 /** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
 export function parseIntent(bytes: Uint8Array): Intent {
   let doc: unknown;
