@@ -3,16 +3,33 @@ import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import { importEd25519PublicJwk } from "../evidence/keys.js";
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
-import { capabilityStore, type CapabilityRow } from "../storage/postgres/capabilities.js";
+import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import type { OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
+import { GroupCommit } from "./group-commit.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 
 const ISSUER = "mandate";
+
+/** One consume waiting for its organization's group commit. */
+interface ConsumeItem {
+  row: CapabilityRow;
+  by: string;
+  consumed: CapabilityRow | null;
+}
+
+/** The error for a consume Postgres refused, in DESIGN §7 order. */
+function refusalError(why: ConsumeRefusal): MandateError {
+  if (why === "expired") return new MandateError("capability_expired", "The Capability has expired.");
+  if (why === "dependency_inactive") {
+    return new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
+  }
+  return new MandateError("capability_consumed", "The Capability was already used.");
+}
 
 /** What an enforcement point presents at verification. */
 export interface Presentation {
@@ -35,6 +52,8 @@ function constraintsDigest(constraints: Record<string, string>): string {
  * the capability depends on in the same atomic step.
  */
 export class Capabilities {
+  private readonly consumes = new GroupCommit<ConsumeItem>((batch) => this.commitConsumes(batch));
+
   constructor(
     private readonly db: Database,
     private readonly evidence: EvidenceLog,
@@ -229,30 +248,39 @@ export class Capabilities {
     }
   }
 
-  /** The durable, arbitrating consume: one conditional UPDATE and its evidence in one transaction. */
-  private consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
-    return this.db.transaction(async (tx) => {
-      // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
-      const consumed = await capabilityStore.consume(tx, row.capability_id, caller.identity);
-      if (!consumed) {
-        const why = await capabilityStore.refusal(tx, row.capability_id);
-        if (why === "expired") throw new MandateError("capability_expired", "The Capability has expired.");
-        if (why === "dependency_inactive") {
-          throw new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
-        }
-        throw new MandateError("capability_consumed", "The Capability was already used.");
+  /**
+   * The durable, arbitrating consume: one conditional UPDATE per Capability and
+   * the evidence, committed with the organization's other concurrent consumes.
+   */
+  private async consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
+    const item: ConsumeItem = { row, by: caller.identity, consumed: null };
+    await this.consumes.submit(caller.organizationId, item);
+    return item.consumed!;
+  }
+
+  private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
+    const refused = new Map<ConsumeItem, MandateError>();
+    await this.db.transaction(async (tx) => {
+      const done: ConsumeItem[] = [];
+      for (const item of batch) {
+        // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
+        item.consumed = await capabilityStore.consume(tx, item.row.capability_id, item.by);
+        if (item.consumed) done.push(item);
+        else refused.set(item, refusalError(await capabilityStore.refusal(tx, item.row.capability_id)));
       }
-      await this.evidence.append(tx, [
-        {
-          organizationId: caller.organizationId,
+      await this.evidence.append(
+        tx,
+        done.map(({ row, by, consumed }) => ({
+          organizationId: row.organization_id,
           kind: "capability.consumed",
           subjectId: row.capability_id,
-          payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by: caller.identity, consumed_at: consumed.consumed_at!.toISOString() },
-        },
-      ]);
-      return consumed;
+          payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by, consumed_at: consumed!.consumed_at!.toISOString() },
+        })),
+      );
     });
+    return refused;
   }
+
 
   /** A capability's state and timestamps; never its token. */
   async get(caller: OrgCaller, capabilityId: string): Promise<CapabilityRow> {

@@ -1,6 +1,7 @@
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import type { MandateError } from "./errors.js";
+import { GroupCommit } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 
@@ -11,23 +12,15 @@ interface Pending {
   /** The certificate that signed the Intent, rechecked at commit. */
   certificateId: string;
   payload: Record<string, unknown>;
-  resolve(): void;
-  reject(err: unknown): void;
 }
-
-/** Largest group written by one transaction. */
-const MAX_BATCH = 256;
 
 /**
  * Writes decisions and their evidence, committing concurrent decisions of one
- * organization together (group commit). Appends to an organization's evidence
- * chain serialize on its head row; one transaction per group pays that lock and
- * one fsync for many decisions instead of one each. Nothing waits on a timer:
- * whatever arrives while a group commits forms the next group. Every caller's
- * promise resolves only after its decision and evidence are durable.
+ * organization together (see GroupCommit). Every caller's promise resolves
+ * only after its decision and evidence are durable.
  */
 export class DecisionWriter {
-  private readonly queues = new Map<string, Pending[]>();
+  private readonly groups = new GroupCommit<Pending>((batch) => this.commit(batch));
 
   constructor(
     private readonly db: Database,
@@ -41,51 +34,7 @@ export class DecisionWriter {
    * agent suspended meanwhile gets HUMAN_REVIEW `agent_suspended` instead.
    */
   write(decision: NewDecision, certificateId: string, payload: Record<string, unknown>): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const org = decision.organization_id;
-      const queue = this.queues.get(org);
-      const item = { decision, certificateId, payload, resolve, reject };
-      if (queue) {
-        queue.push(item);
-        return;
-      }
-      this.queues.set(org, [item]);
-      void this.drain(org);
-    });
-  }
-
-  private async drain(org: string): Promise<void> {
-    for (;;) {
-      const queue = this.queues.get(org)!;
-      if (queue.length === 0) {
-        this.queues.delete(org);
-        return;
-      }
-      const batch = queue.splice(0, MAX_BATCH);
-      try {
-        const refused = await this.commit(batch);
-        batch.forEach((p) => {
-          const why = refused.get(p);
-          if (why) p.reject(why);
-          else p.resolve();
-        });
-      } catch (err) {
-        if (batch.length === 1) {
-          batch[0]!.reject(err);
-          continue;
-        }
-        // One bad apple (e.g. a nonce that raced in) must not fail its neighbours: retry each alone.
-        for (const p of batch) {
-          try {
-            const why = (await this.commit([p])).get(p);
-            if (why) p.reject(why);
-            else p.resolve();
-          } catch (e) {
-            p.reject(e);
-          }
-        }
-      }
-    }
+    return this.groups.submit(decision.organization_id, { decision, certificateId, payload });
   }
 
   /** Commits the group's admissible decisions; returns the refused ones with their error. */
