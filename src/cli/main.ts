@@ -5,9 +5,10 @@ import { CliError, EXIT_ERROR, EXIT_OK } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 import { evidenceCommand } from "./evidence.js";
 import { evidenceKeyCommand } from "./evidence-key.js";
+import { policyCommand } from "./policy.js";
 import { reconcileCommand } from "./reconcile.js";
 
-const COMMANDS: readonly CliCommand[] = [evidenceCommand, evidenceKeyCommand, reconcileCommand];
+const COMMANDS: readonly CliCommand[] = [evidenceCommand, evidenceKeyCommand, policyCommand, reconcileCommand];
 
 const io: CliIo = {
   out: (line) => void process.stdout.write(`${line}\n`),
