@@ -10,6 +10,9 @@ import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
 import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
 
+/** The stored shapes this module hands to services. */
+export type { AgentRow } from "../storage/postgres/agents.js";
+
 /** Lifecycle operations and the states each may start from (spec "Agent transitions"). */
 export const TRANSITIONS = {
   activate: { from: ["registered"], to: "active", evidence: "agent.activated" },

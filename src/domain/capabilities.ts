@@ -13,6 +13,9 @@ import { GroupCommit } from "./group-commit.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 
+/** The stored shapes this module hands to services. */
+export type { CapabilityRow } from "../storage/postgres/capabilities.js";
+
 const ISSUER = "mandate";
 
 /** One consume waiting for its organization's group commit. */

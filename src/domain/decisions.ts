@@ -5,6 +5,9 @@ import { MandateError, notFound, validationFailed } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { AgentSignatures } from "./signatures.js";
 
+/** The stored shapes this module hands to services. */
+export type { DecisionRow, ReviewEntry } from "../storage/postgres/decisions.js";
+
 /** Decisions: reads (by keys or by the deciding agent) and human review. */
 export class Decisions {
   constructor(

@@ -11,6 +11,9 @@ import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
 
+/** The stored shapes this module hands to services. */
+export type { ReconciliationRow } from "../storage/postgres/execution.js";
+
 type Json = Record<string, unknown>;
 
 function parseSigned(bytes: Uint8Array, fields: readonly string[]): Json {

@@ -8,6 +8,9 @@ import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { parsePublicKey } from "./signatures.js";
 
+/** The stored shapes this module hands to services. */
+export type { AdapterRow, ContractVersionRow } from "../storage/postgres/integrations.js";
+
 /** An integration with its contracts and adapters. */
 export interface IntegrationView extends IntegrationRow {
   contracts: ContractVersionRow[];

@@ -7,6 +7,9 @@ import { PERMISSIONS, type OrgCaller, type Permission } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
 import { newId } from "./ids.js";
 
+/** The stored shapes this module hands to services. */
+export type { ApiKeyRow, OrganizationRow } from "../storage/postgres/organizations.js";
+
 /** Hash under which a bearer secret is stored and looked up. */
 export function hashSecret(secret: string): Buffer {
   return createHash("sha256").update(secret, "utf8").digest();

@@ -15,6 +15,9 @@ import { MandateError, notFound, validationFailed, type FieldError } from "./err
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 
+/** The stored shapes this module hands to services. */
+export type { PolicyVersionRow } from "../storage/postgres/policies.js";
+
 /** A policy version's source as authors submit it: exactly one member. */
 export interface PolicySourceInput {
   rules?: unknown;

@@ -6,6 +6,9 @@ import { MandateError, notFound, validationFailed, type FieldError } from "./err
 import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
 
+/** The stored shapes this module hands to services. */
+export type { PrincipalRow } from "../storage/postgres/principals.js";
+
 /** Principal kinds. */
 export const PRINCIPAL_KINDS = ["person", "role", "org_unit", "service"] as const;
 export type PrincipalKind = (typeof PRINCIPAL_KINDS)[number];

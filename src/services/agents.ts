@@ -1,18 +1,15 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { Agents, Transition } from "../domain/agents.js";
+import type { Agents, Transition, AgentRow } from "../domain/agents.js";
 import { MandateError } from "../domain/errors.js";
 import type { EvidenceLog } from "../domain/evidence-log.js";
-import type { Principals } from "../domain/principals.js";
+import { type Principals, type PrincipalRow, PRINCIPAL_KINDS } from "../domain/principals.js";
 import type { EvidenceRecord } from "../evidence/record.js";
 import { AgentService, type RegisterAgentRequest, type TransitionAgentRequest, type UpdateAgentRequest, type HeartbeatRequest } from "../gen/mandate/v1/agents_pb.js";
 import { EvidenceService } from "../gen/mandate/v1/evidence_pb.js";
 import { PrincipalService, type CreatePrincipalRequest } from "../gen/mandate/v1/principals_pb.js";
-import type { AgentRow } from "../storage/postgres/agents.js";
-import type { PrincipalRow } from "../storage/postgres/principals.js";
-import { PRINCIPAL_KINDS } from "../domain/principals.js";
-import { anyCaller, orgCaller } from "../transport/context.js";
+import { anyCaller, orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const AGENT_STATES = ["registered", "active", "suspended", "revoked", "retired"] as const;

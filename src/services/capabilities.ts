@@ -1,9 +1,8 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Capabilities } from "../domain/capabilities.js";
+import type { Capabilities, CapabilityRow } from "../domain/capabilities.js";
 import type { EvidenceLog } from "../domain/evidence-log.js";
 import { CapabilityService, type IssueCapabilityRequest, type VerifyCapabilityRequest } from "../gen/mandate/v1/capabilities_pb.js";
-import type { CapabilityRow } from "../storage/postgres/capabilities.js";
-import { orgCaller } from "../transport/context.js";
+import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const states = enumCodec(["issued", "consumed", "expired"] as const, "state");

@@ -1,12 +1,11 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { Decisions } from "../domain/decisions.js";
+import type { Decisions, DecisionRow, ReviewEntry } from "../domain/decisions.js";
 import { MandateError } from "../domain/errors.js";
 import type { Intents } from "../domain/intents.js";
 import { DecisionService, type ListDecisionsRequest, type ReviewDecisionRequest } from "../gen/mandate/v1/decisions_pb.js";
 import { IntentService, type SubmitIntentRequest } from "../gen/mandate/v1/intents_pb.js";
-import type { DecisionRow, ReviewEntry } from "../storage/postgres/decisions.js";
-import { anyCaller, orgCaller } from "../transport/context.js";
+import { anyCaller, orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 import { reconciliationMessage } from "./execution.js";
 

@@ -1,9 +1,8 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { MandateError } from "../domain/errors.js";
-import type { Execution } from "../domain/execution.js";
+import type { Execution, ReconciliationRow } from "../domain/execution.js";
 import { ExecutionReportService, ReconciliationService } from "../gen/mandate/v1alpha/execution_pb.js";
-import type { ReconciliationRow } from "../storage/postgres/execution.js";
-import { anyCaller, orgCaller } from "../transport/context.js";
+import { anyCaller, orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const executionStatus = enumCodec(["executed", "failed", "partial"] as const, "status");

@@ -1,8 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { IntegrationView, Integrations } from "../domain/integrations.js";
+import type { IntegrationView, Integrations, AdapterRow, ContractVersionRow } from "../domain/integrations.js";
 import { IntegrationService, type AdapterStateRequest, type CreateContractVersionRequest, type RegisterAdapterRequest } from "../gen/mandate/v1/integrations_pb.js";
-import type { AdapterRow, ContractVersionRow } from "../storage/postgres/integrations.js";
-import { orgCaller } from "../transport/context.js";
+import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const states = enumCodec(["active", "suspended", "revoked"] as const, "state");

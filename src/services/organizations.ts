@@ -1,8 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Organizations } from "../domain/organizations.js";
-import type { ApiKeyRow, OrganizationRow } from "../storage/postgres/organizations.js";
+import type { Organizations, ApiKeyRow, OrganizationRow } from "../domain/organizations.js";
 import { OrganizationService, SandboxService } from "../gen/mandate/v1/organizations_pb.js";
-import { anyCaller, orgCaller } from "../transport/context.js";
+import { anyCaller, orgCaller } from "./context.js";
 import { permissionFromProto, permissionToProto, ts } from "./convert.js";
 
 const organization = (row: OrganizationRow) => ({

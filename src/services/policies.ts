@@ -1,13 +1,11 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { JsonObject } from "@bufbuild/protobuf";
-import { fromJson } from "@bufbuild/protobuf";
+import { type JsonObject, fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../domain/errors.js";
-import type { Policies, PolicySourceInput } from "../domain/policies.js";
+import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
 import { AuthorityGraphService, type UploadGovernanceDocumentRequest } from "../gen/mandate/v1/authority_graph_pb.js";
 import { PolicyService, type PolicySource, type EvaluatePolicyRequest } from "../gen/mandate/v1/policies_pb.js";
-import type { PolicyVersionRow } from "../storage/postgres/policies.js";
-import { orgCaller } from "../transport/context.js";
+import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded"] as const, "state");

@@ -6,7 +6,7 @@ import type { Credentials } from "../domain/credentials.js";
 import { MandateError } from "../domain/errors.js";
 import { accessOf } from "./access.js";
 import { authenticate } from "./authenticate.js";
-import { callerKey, clientAddressKey, requestIdKey } from "./context.js";
+import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
 import { describeError, toConnectError } from "./errors.js";
 import { Metrics } from "./metrics.js";
 

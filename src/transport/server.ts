@@ -6,7 +6,7 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import { withErrorDetails } from "./connect-errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
-import { clientAddressKey } from "./context.js";
+import { clientAddressKey } from "../services/context.js";
 import type { RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";

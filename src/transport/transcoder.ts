@@ -5,7 +5,7 @@ import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../domain/errors.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
 import { errorBody } from "./errors.js";
-import { callerKey, requestIdKey } from "./context.js";
+import { callerKey, requestIdKey } from "../services/context.js";
 import type { RequestPipeline } from "./pipeline.js";
 
 type NodeHandler = ReturnType<typeof connectNodeAdapter>;
