@@ -1,10 +1,10 @@
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { projectRoot } from "./policy/opa.js";
 
-/** Absolute path of the project root, so tools and data folders resolve the same from any cwd. */
-export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-
-/** Everything the service reads from its environment, read once at start-up. */
+/**
+ * Everything the service reads from its environment, read once at start-up.
+ * (MANDATE_OPA_PATH is resolved by src/policy/opa.ts, which the CLI and tests share.)
+ */
 export interface Config {
   port: number;
   host: string;
@@ -15,7 +15,6 @@ export interface Config {
   dataDir: string;
   /** Unset: the operator key is refused outright. */
   operatorKey: string | undefined;
-  opaPath: string;
   logLevel: string;
   limits: Limits;
 }
@@ -47,9 +46,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST ?? "127.0.0.1",
     databaseUrl: env.DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
-    dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot, ".mandate")),
+    dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
-    opaPath: env.MANDATE_OPA_PATH ?? path.join(projectRoot, ".tools", "bin", "opa"),
     logLevel: env.LOG_LEVEL ?? "info",
     limits: {
       intentBodyBytes: 64 * 1024,
