@@ -1,6 +1,5 @@
 import { errors as joseErrors, jwtVerify, SignJWT, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
-import { importEd25519PublicJwk } from "../evidence/keys.js";
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
 import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
@@ -214,9 +213,9 @@ export class Capabilities {
     let claims: JWTPayload;
     try {
       const { kid } = decodeProtectedHeader(p.token);
-      const jwk = typeof kid === "string" ? await this.evidence.publicJwk(kid) : null;
-      if (!jwk) throw new MandateError("capability_token_invalid", "The token is not signed by a key of this service.");
-      ({ payload: claims } = await jwtVerify(p.token, importEd25519PublicJwk(jwk as Record<string, unknown>), { issuer: ISSUER, algorithms: ["EdDSA"] }));
+      const key = typeof kid === "string" ? await this.evidence.publicKey(kid) : null;
+      if (!key) throw new MandateError("capability_token_invalid", "The token is not signed by a key of this service.");
+      ({ payload: claims } = await jwtVerify(p.token, key, { issuer: ISSUER, algorithms: ["EdDSA"] }));
     } catch (err) {
       if (err instanceof MandateError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw new MandateError("capability_expired", "The Capability has expired.");

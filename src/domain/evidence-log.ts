@@ -1,4 +1,5 @@
-import { generateEvidenceKey, EvidenceKeyring } from "../evidence/keys.js";
+import type { KeyObject } from "node:crypto";
+import { generateEvidenceKey, importEd25519PublicJwk, EvidenceKeyring } from "../evidence/keys.js";
 import { newEvidenceId, sealRecord, type EvidenceRecord } from "../evidence/record.js";
 import type { Database, Queryable } from "../storage/postgres/database.js";
 import { evidenceStore } from "../storage/postgres/evidence.js";
@@ -16,6 +17,8 @@ export interface EvidenceEntry {
  * transaction, so a change and its evidence commit together or not at all.
  */
 export class EvidenceLog {
+  private readonly publicKeys = new Map<string, KeyObject>();
+
   private constructor(
     private readonly db: Database,
     private keyring: EvidenceKeyring,
@@ -46,16 +49,23 @@ export class EvidenceLog {
   }
 
   /**
-   * The public JWK of `kid`, reloading the keyring once when the kid is unknown
-   * (another replica may have rotated); null when no such key exists.
+   * The public key of `kid` (parsed once per kid), reloading the keyring once
+   * when the kid is unknown (another replica may have rotated); null when no
+   * such key exists.
    */
-  async publicJwk(kid: string): Promise<object | null> {
-    const find = () => this.keyring.jwks().keys.find((k) => k.kid === kid) ?? null;
-    const known = find();
-    if (known) return known;
-    const rows = await evidenceStore.keys(this.db.pool);
-    if (rows.some((r) => r.kid === kid)) this.keyring = new EvidenceKeyring(rows);
-    return find();
+  async publicKey(kid: string): Promise<KeyObject | null> {
+    const cached = this.publicKeys.get(kid);
+    if (cached) return cached;
+    let jwk = this.keyring.jwks().keys.find((k) => k.kid === kid);
+    if (!jwk) {
+      const rows = await evidenceStore.keys(this.db.pool);
+      if (rows.some((r) => r.kid === kid)) this.keyring = new EvidenceKeyring(rows);
+      jwk = this.keyring.jwks().keys.find((k) => k.kid === kid);
+    }
+    if (!jwk) return null;
+    const key = importEd25519PublicJwk(jwk);
+    this.publicKeys.set(kid, key);
+    return key;
   }
 
   /** The published JWKS, read from the database so keys rotated by another replica appear. */
