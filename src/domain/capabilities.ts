@@ -263,12 +263,18 @@ export class Capabilities {
   private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
     const refused = new Map<ConsumeItem, MandateError>();
     await this.db.transaction(async (tx) => {
+      // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
+      const rows = await capabilityStore.consume(tx, batch.map((i) => i.row.capability_id), batch.map((i) => i.by));
+      const consumed = new Map(rows.map((r) => [r.capability_id, r]));
       const done: ConsumeItem[] = [];
       for (const item of batch) {
-        // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
-        item.consumed = await capabilityStore.consume(tx, item.row.capability_id, item.by);
-        if (item.consumed) done.push(item);
-        else refused.set(item, refusalError(await capabilityStore.refusal(tx, item.row.capability_id)));
+        const row = consumed.get(item.row.capability_id);
+        // The first item of a capability takes the consume; a twin in the same group is a replay.
+        if (row) {
+          consumed.delete(item.row.capability_id);
+          item.consumed = row;
+          done.push(item);
+        } else refused.set(item, refusalError(await capabilityStore.refusal(tx, item.row.capability_id)));
       }
       await this.evidence.append(
         tx,
@@ -282,6 +288,7 @@ export class Capabilities {
     });
     return refused;
   }
+
 
 
   /** A capability's state and timestamps; never its token. */

@@ -45,23 +45,26 @@ export const capabilityStore = {
   },
 
   /**
-   * Consumes in ONE statement: unexpired, the agent, organization and any bound
-   * integration still active, and not yet consumed. Concurrent consumes
-   * serialize on the row; exactly one sees `consumed_at IS NULL`.
+   * Consumes in ONE statement each listed capability that is unexpired, whose
+   * agent, organization and any bound integration (and its adapters) are still
+   * active, and that is not yet consumed. Concurrent consumes serialize on the
+   * rows; exactly one ever sees `consumed_at IS NULL`. Returns the consumed rows.
    */
-  async consume(q: Queryable, capabilityId: string, by: string): Promise<CapabilityRow | null> {
-    const { rows } = await q.query<CapabilityRow>(
-      `UPDATE capabilities c SET consumed_at = date_trunc('milliseconds', now()), consumed_by = $2
-        WHERE c.capability_id = $1 AND c.consumed_at IS NULL AND c.expires_at > now()
-          AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
-          AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
-          AND (c.integration_id IS NULL OR EXISTS (
-                SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
-                  AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))
-        RETURNING *`,
-      [capabilityId, by],
-    );
-    return rows[0] ?? null;
+  async consume(q: Queryable, capabilityIds: readonly string[], by: readonly string[]): Promise<CapabilityRow[]> {
+    const { rows } = await q.query<CapabilityRow>({
+      name: "capabilities_consume",
+      text: `UPDATE capabilities c SET consumed_at = date_trunc('milliseconds', now()), consumed_by = w.by
+               FROM (SELECT DISTINCT ON (id) id, by FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w(id, by, n) ORDER BY id, n) w
+              WHERE c.capability_id = w.id AND c.consumed_at IS NULL AND c.expires_at > now()
+                AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
+                AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
+                AND (c.integration_id IS NULL OR EXISTS (
+                      SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
+                        AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))
+              RETURNING c.*`,
+      values: [capabilityIds, by],
+    });
+    return rows;
   },
 
   /** Why `consume` refused, checked in DESIGN §7 order (expiry, live dependencies, single use). */

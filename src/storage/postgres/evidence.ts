@@ -41,10 +41,15 @@ export const evidenceStore = {
   /** Stores sealed records (consecutive, of one organization) and moves the head past the last. */
   async append(q: Queryable, records: readonly EvidenceRecord[]): Promise<void> {
     if (records.length === 0) return;
+    const last = records[records.length - 1]!;
+    // One statement: the records and the head move together.
     await q.query({
       name: "evidence_append",
-      text: `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])`,
+      text: `WITH appended AS (
+               INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
+               SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+             )
+             UPDATE evidence_heads SET seq = $8, digest = $9 WHERE organization_id = $10`,
       values: [
         records.map((r) => r.evidence_id),
         records.map((r) => r.organization_id),
@@ -53,15 +58,13 @@ export const evidenceStore = {
         records.map((r) => r.subject_id),
         records.map((r) => JSON.stringify(r)),
         records.map((r) => r.created_at),
+        last.seq,
+        last.digest,
+        last.organization_id,
       ],
     });
-    const last = records[records.length - 1]!;
-    await q.query({
-      name: "evidence_move_head",
-      text: "UPDATE evidence_heads SET seq = $2, digest = $3 WHERE organization_id = $1",
-      values: [last.organization_id, last.seq, last.digest],
-    });
   },
+
 
   /** One record of the organization, or null. */
   async get(q: Queryable, organizationId: string, evidenceId: string): Promise<EvidenceRecord | null> {
