@@ -9,6 +9,7 @@ import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
 import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
+import { parseJsonObject } from "./text.js";
 
 /** The stored shapes this module hands to services. */
 export type { AgentRow } from "../storage/postgres/agents.js";
@@ -251,23 +252,14 @@ export class Agents {
   async heartbeat(keyId: string, signature: string, body: Uint8Array, pathAgentId: string, skewSeconds: number): Promise<{ agentId: string; state: AgentState; at: Date }> {
     const cert = await this.signatures.verify(keyId, signature, body);
     requireSigningState(cert, false);
-    let doc: unknown;
-    try {
-      doc = JSON.parse(Buffer.from(body).toString("utf8"));
-    } catch {
-      throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
-    }
-    const d = doc as Record<string, unknown>;
+    const d = parseJsonObject(body);
     const errors: FieldError[] = [];
-    if (typeof doc !== "object" || doc === null || Array.isArray(doc)) errors.push({ field: "(body)", code: "invalid_type", message: "expected an object" });
-    else {
-      for (const k of Object.keys(d)) if (!["agent_id", "sent_at", "nonce"].includes(k)) errors.push({ field: k, code: "unknown_field", message: "unknown field" });
-      if (d.agent_id !== cert.agent_id || d.agent_id !== pathAgentId) errors.push({ field: "agent_id", code: "mismatch", message: "must be the signing agent's id" });
-      if (typeof d.nonce !== "string" || d.nonce.length === 0 || d.nonce.length > 128) errors.push({ field: "nonce", code: "required", message: "a nonce string is required" });
-      const sent = typeof d.sent_at === "string" ? Date.parse(d.sent_at) : NaN;
-      if (Number.isNaN(sent)) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an ISO 8601 timestamp" });
-      else if (Math.abs(Date.now() - sent) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
-    }
+    for (const k of Object.keys(d)) if (!["agent_id", "sent_at", "nonce"].includes(k)) errors.push({ field: k, code: "unknown_field", message: "unknown field" });
+    if (d.agent_id !== cert.agent_id || d.agent_id !== pathAgentId) errors.push({ field: "agent_id", code: "mismatch", message: "must be the signing agent's id" });
+    if (typeof d.nonce !== "string" || d.nonce.length === 0 || d.nonce.length > 128) errors.push({ field: "nonce", code: "required", message: "a nonce string is required" });
+    const sent = typeof d.sent_at === "string" ? Date.parse(d.sent_at) : NaN;
+    if (Number.isNaN(sent)) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an ISO 8601 timestamp" });
+    else if (Math.abs(Date.now() - sent) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
     if (errors.length) throw validationFailed(errors);
     const at = await agentStore.heartbeat(this.db.pool, cert.agent_id, new Date(d.sent_at as string));
     if (!at) {

@@ -10,6 +10,7 @@ import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
+import { parseJsonObject } from "./text.js";
 
 /** The stored shapes this module hands to services. */
 export type { ReconciliationRow } from "../storage/postgres/execution.js";
@@ -17,16 +18,10 @@ export type { ReconciliationRow } from "../storage/postgres/execution.js";
 type Json = Record<string, unknown>;
 
 function parseSigned(bytes: Uint8Array, fields: readonly string[]): Json {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(Buffer.from(bytes).toString("utf8"));
-  } catch {
-    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
-  }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw validationFailed([{ field: "(body)", code: "invalid_type", message: "expected an object" }]);
+  const doc = parseJsonObject(bytes);
   const errors: FieldError[] = Object.keys(doc).filter((k) => !fields.includes(k)).map((k) => ({ field: k, code: "unknown_field", message: "unknown field" }));
   if (errors.length) throw validationFailed(errors);
-  return doc as Json;
+  return doc;
 }
 
 function requireString(errors: FieldError[], d: Json, key: string, max = 128): string {

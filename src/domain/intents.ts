@@ -6,6 +6,7 @@ import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.j
 import { MandateError, validationFailed, type FieldError } from "./errors.js";
 import type { DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
+import { parseJsonObject } from "./text.js";
 import type { Evaluation, Policies } from "./policies.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 
@@ -37,16 +38,7 @@ export function valueAt(intent: Record<string, unknown>, path: string): unknown 
 
 /** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
 export function parseIntent(bytes: Uint8Array): Intent {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(Buffer.from(bytes).toString("utf8"));
-  } catch {
-    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
-  }
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
-    throw validationFailed([{ field: "(body)", code: "invalid_type", message: "an Intent is a JSON object" }]);
-  }
-  const d = doc as Record<string, unknown>;
+  const d = parseJsonObject(bytes);
   const errors: FieldError[] = [];
   const bad = (field: string, code: string, message: string) => errors.push({ field, code, message });
   for (const key of Object.keys(d)) if (!FIELDS.has(key)) bad(key, "unknown_field", "unknown field");

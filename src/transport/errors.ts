@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { MandateError, type ErrorCode, type FieldError } from "../domain/errors.js";
+import { isUnstorableText } from "../storage/postgres/database.js";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
 
 /** HTTP status and gRPC code of every error code (DESIGN §5); the one place they are decided. */
@@ -64,6 +65,11 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
                 : "internal";
     const [status, grpc] = STATUS[code];
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };
+  }
+  if (isUnstorableText(err)) {
+    const [status, grpc] = STATUS.validation_failed;
+    const errors = [{ field: "(body)", code: "invalid_character", message: "contains text that cannot be stored" }];
+    return { code: "validation_failed", message: "The request is invalid.", errors, status, grpc };
   }
   return { code: "internal", message: "Internal error.", errors: [], status: 500, grpc: Code.Internal };
 }

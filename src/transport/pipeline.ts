@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import type { Caller } from "../domain/caller.js";
 import type { Credentials } from "../domain/credentials.js";
 import { MandateError } from "../domain/errors.js";
+import { requireStorableText } from "../domain/text.js";
 import { accessOf } from "./access.js";
 import { authenticate } from "./authenticate.js";
 import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
@@ -50,6 +51,7 @@ export class RequestPipeline {
       try {
         const clientAddress = req.contextValues.get(clientAddressKey);
         req.contextValues.set(callerKey, await this.authenticate(req.service.typeName, req.method.name, req.header, clientAddress));
+        if (!req.stream) requireStorableText(req.message);
         const res = await next(req);
         res.header.set("x-request-id", requestId);
         return res;

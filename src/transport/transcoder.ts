@@ -3,6 +3,7 @@ import { create, getOption, hasOption, type DescField, type DescMethod, type Des
 import { createContextValues, createHandlerContext } from "@connectrpc/connect";
 import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../domain/errors.js";
+import { parseJson, requireStorableText } from "../domain/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
 import { errorBody } from "./errors.js";
 import { callerKey, requestIdKey } from "../services/context.js";
@@ -72,13 +73,9 @@ async function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-function parseJson(bytes: Buffer): unknown {
-  if (bytes.length === 0) return {};
-  try {
-    return JSON.parse(bytes.toString("utf8"));
-  } catch {
-    throw validationFailed([{ field: "(body)", code: "malformed_json", message: "the body is not valid JSON" }]);
-  }
+/** An empty body is an empty message. */
+function jsonBody(body: Buffer): unknown {
+  return body.length === 0 ? {} : parseJson(body);
 }
 
 function fieldByName(method: DescMethod, name: string): DescField {
@@ -92,12 +89,12 @@ function buildRequest(route: HttpRoute, match: RegExpExecArray, url: URL, body: 
   const input = route.method.input;
   let message: Message;
   if (route.body === "*") {
-    message = messageFromWire(input, parseJson(body));
+    message = messageFromWire(input, jsonBody(body));
   } else if (route.body !== "") {
     const field = fieldByName(route.method, route.body);
     // A bytes body field receives the raw bytes: signed documents must reach the verifier untouched.
     const value = field.fieldKind === "scalar" && field.scalar === 12 /* BYTES */ ? new Uint8Array(body) : undefined;
-    message = value ? create(input, { [field.localName]: value }) : messageFromWire(input, { [route.body]: parseJson(body) });
+    message = value ? create(input, { [field.localName]: value }) : messageFromWire(input, { [route.body]: jsonBody(body) });
   } else {
     const init: Record<string, unknown> = {};
     const errors = [];
@@ -173,6 +170,7 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       const clientAddress = req.socket.remoteAddress ?? "";
       const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headers, clientAddress);
       const message = buildRequest(route, match, url, body);
+      requireStorableText(message);
       const ctx = createHandlerContext({
         service: route.service,
         method: route.method,

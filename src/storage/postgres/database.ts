@@ -16,6 +16,16 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   return e?.code === "23505" && (constraint === undefined || e.constraint === constraint);
 }
 
+/**
+ * Whether a pg error says a value holds text Postgres cannot store (U+0000,
+ * bad encoding). Input is checked for this where it arrives; this is the
+ * backstop that keeps a path we missed a client error rather than a 500.
+ */
+export function isUnstorableText(err: unknown): boolean {
+  const code = (err as { code?: string })?.code;
+  return code === "22P05" || code === "22021";
+}
+
 /** Owns the pool; every multi-statement change goes through `transaction`. */
 export class Database {
   constructor(readonly pool: pg.Pool) {}
