@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import type { Limits } from "../config.js";
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
-import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import { decisionStore, type DecisionRow, type IntentContext, type IntentLookup } from "../storage/postgres/decisions.js";
+import { BatchedReads } from "./batched-reads.js";
 import { MandateError, validationFailed, type FieldError } from "./errors.js";
 import type { DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
@@ -83,13 +84,18 @@ export function parseIntent(bytes: Uint8Array): Intent {
  * decision and its evidence are committed together.
  */
 export class Intents {
+  /** Live signer state, policy head, prior decision for the nonce and contract, for concurrent Intents in one query. */
+  private readonly contexts: BatchedReads<IntentLookup, IntentContext | null>;
+
   constructor(
     private readonly db: Database,
     private readonly writer: DecisionWriter,
     private readonly signatures: AgentSignatures,
     private readonly policies: Policies,
     private readonly limits: Limits,
-  ) {}
+  ) {
+    this.contexts = new BatchedReads((lookups) => decisionStore.intentContexts(db.pool, lookups));
+  }
 
   /** Verifies, validates, evaluates and records one signed Intent; returns its decision (the original one on a replayed nonce). */
   async submit(keyId: string, signature: string, bytes: Uint8Array): Promise<DecisionRow> {
@@ -102,13 +108,13 @@ export class Intents {
       intent = parseIntent(bytes);
     } catch (err) {
       // The agent's state is reported before validation (DESIGN §2 steps 4 and 5).
-      const live = await decisionStore.intentContext(this.db.pool, signer.certificate_id, "", "");
+      const live = await this.contexts.get({ certificateId: signer.certificate_id, nonce: "", action: "" });
       if (!live) throw new MandateError("unknown_key", "The certificate is unknown.");
       requireLiveSigner(live, true);
       throw err;
     }
-    // One round trip: live signer state, policy head, prior decision for the nonce, contract.
-    const context = await decisionStore.intentContext(this.db.pool, signer.certificate_id, intent.nonce, intent.action);
+    // One round trip (shared with concurrent Intents): live signer state, policy head, prior decision for the nonce, contract.
+    const context = await this.contexts.get({ certificateId: signer.certificate_id, nonce: intent.nonce, action: intent.action });
     if (!context) throw new MandateError("unknown_key", "The certificate is unknown.");
     requireLiveSigner(context, true);
     if (intent.agent_id !== signer.agent_id) {

@@ -54,6 +54,13 @@ export interface IntentContext {
   context_bindings: Record<string, string> | null;
 }
 
+/** What the Intent path looks up: the signing certificate, the Intent's nonce and action. */
+export interface IntentLookup {
+  certificateId: string;
+  nonce: string;
+  action: string;
+}
+
 /** SQL for decisions. */
 export const decisionStore = {
   /** Inserts a decision; a unique violation on (agent_id, nonce) means a concurrent twin won. */
@@ -152,26 +159,33 @@ export const decisionStore = {
     ]);
   },
 
-  /** Everything the Intent path needs after the signature verified, in one round trip; null for an unknown certificate. */
-  async intentContext(q: Queryable, certificateId: string, nonce: string, action: string): Promise<IntentContext | null> {
-    const { rows } = await q.query<IntentContext>({
-      name: "decisions_intent_context",
-      text: `SELECT c.state AS cert_state, a.state AS agent_state, h.bundle_digest, h.policy_versions, h.graph_version,
-              (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = c.agent_id AND d.nonce = $2) AS prior,
+  /**
+   * Everything the Intent path needs after the signature verified, for many
+   * Intents in one round trip; one entry per lookup, in order, null for an
+   * unknown certificate.
+   */
+  async intentContexts(q: Queryable, lookups: readonly IntentLookup[]): Promise<(IntentContext | null)[]> {
+    const { rows } = await q.query<IntentContext & { i: number }>({
+      name: "decisions_intent_contexts",
+      text: `SELECT r.i::int AS i, c.state AS cert_state, a.state AS agent_state, h.bundle_digest, h.policy_versions, h.graph_version,
+              (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = c.agent_id AND d.nonce = r.nonce) AS prior,
               ia.integration_id, cv.version AS contract_version, cv.context_bindings
-         FROM certificates c JOIN agents a USING (agent_id)
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(certificate_id, nonce, action, i)
+         JOIN certificates c ON c.certificate_id = r.certificate_id
+         JOIN agents a ON a.agent_id = c.agent_id
          LEFT JOIN policy_heads h ON h.organization_id = c.organization_id
-         LEFT JOIN integration_actions ia ON ia.organization_id = c.organization_id AND ia.action = $3
-         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
-        WHERE c.certificate_id = $1`,
-      values: [certificateId, nonce, action],
+         LEFT JOIN integration_actions ia ON ia.organization_id = c.organization_id AND ia.action = r.action
+         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,
+      values: [lookups.map((l) => l.certificateId), lookups.map((l) => l.nonce), lookups.map((l) => l.action)],
     });
-    const r = rows[0];
-    if (!r) return null;
-    // row_to_json gives JSON types: restore the column types the rest of the code expects.
-    const prior = r.prior
-      ? { ...r.prior, body_sha256: Buffer.from((r.prior.body_sha256 as unknown as string).slice(2), "hex"), evaluated_at: new Date(r.prior.evaluated_at) }
-      : null;
-    return { ...r, prior };
+    const found: (IntentContext | null)[] = lookups.map(() => null);
+    for (const { i, ...r } of rows) {
+      // row_to_json gives JSON types: restore the column types the rest of the code expects.
+      const prior = r.prior
+        ? { ...r.prior, body_sha256: Buffer.from((r.prior.body_sha256 as unknown as string).slice(2), "hex"), evaluated_at: new Date(r.prior.evaluated_at) }
+        : null;
+      found[i - 1] = { ...r, prior };
+    }
+    return found;
   },
 };
