@@ -6,7 +6,6 @@ import { Agents } from "./domain/agents.js";
 import { EvidenceLog } from "./domain/evidence-log.js";
 import { Principals } from "./domain/principals.js";
 import { AgentSignatures } from "./domain/signatures.js";
-import { Ed25519Verifier } from "./domain/ed25519-threads.js";
 import { Decisions } from "./domain/decisions.js";
 import { Capabilities } from "./domain/capabilities.js";
 import { Integrations } from "./domain/integrations.js";
@@ -72,8 +71,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     await policies.prepareStarter();
     const organizations = new Organizations(db, config.limits, policies.installStarter);
     const credentials = new Credentials(db, config.operatorKey);
-    const verifier = new Ed25519Verifier(config.verifyThreads);
-    const signatures = new AgentSignatures(db, verifier);
+    const signatures = new AgentSignatures(db);
     // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
     const mirror = config.redisUrl ? CapabilityMirror.connect(config.redisUrl) : null;
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
@@ -130,7 +128,6 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       logger,
       async close() {
         await server.close();
-        await verifier.close();
         await mirror?.close();
         await db.close();
         await embedded?.stop();

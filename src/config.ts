@@ -1,4 +1,3 @@
-import { availableParallelism } from "node:os";
 import path from "node:path";
 import { projectRoot } from "./policy/opa.js";
 
@@ -17,8 +16,6 @@ export interface Config {
   /** Unset: the operator key is refused outright. */
   operatorKey: string | undefined;
   logLevel: string;
-  /** Threads verifying agent signatures beside the event loop; 0 verifies inline. */
-  verifyThreads: number;
   limits: Limits;
 }
 
@@ -52,7 +49,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
-    verifyThreads: intFromEnv(env, "MANDATE_VERIFY_THREADS", Math.max(1, availableParallelism() - 1)),
     limits: {
       intentBodyBytes: 64 * 1024,
       requestBodyBytes: 2 * 1024 * 1024,

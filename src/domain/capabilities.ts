@@ -8,6 +8,7 @@ import type { OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
+import { BatchedReads } from "./batched-reads.js";
 import { GroupCommit } from "./group-commit.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
@@ -55,13 +56,17 @@ function constraintsDigest(constraints: Record<string, string>): string {
  */
 export class Capabilities {
   private readonly consumes = new GroupCommit<ConsumeItem>((batch) => this.commitConsumes(batch));
+  /** Concurrent verifications read their capability rows in one query. */
+  private readonly rows: BatchedReads<{ organizationId: string; capabilityId: string }, CapabilityRow | null>;
 
   constructor(
     private readonly db: Database,
     private readonly evidence: EvidenceLog,
     private readonly mirror: CapabilityMirror | null,
     private readonly log: (err: unknown) => void = () => undefined,
-  ) {}
+  ) {
+    this.rows = new BatchedReads((keys) => capabilityStore.getMany(db.pool, keys));
+  }
 
   /**
    * The Redis step (when configured): the Lua script rechecks the mirrored
@@ -223,7 +228,7 @@ export class Capabilities {
     }
     // Another organization's capability does not exist for this caller.
     if (claims.org !== caller.organizationId || typeof claims.jti !== "string") throw notFound("Capability");
-    const row = await capabilityStore.get(this.db.pool, caller.organizationId, claims.jti);
+    const row = await this.rows.get({ organizationId: caller.organizationId, capabilityId: claims.jti });
     if (!row) throw notFound("Capability");
     if (row.expires_at.getTime() <= Date.now()) throw new MandateError("capability_expired", "The Capability has expired.");
     if (p.audience !== row.audience) throw new MandateError("capability_audience_mismatch", "The audience differs from the one the Capability was issued for.");

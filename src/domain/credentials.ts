@@ -1,6 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import type { Database } from "../storage/postgres/database.js";
-import { organizationStore } from "../storage/postgres/organizations.js";
+import { organizationStore, type ApiKeyRow } from "../storage/postgres/organizations.js";
+import { BatchedReads } from "./batched-reads.js";
 import { PERMISSIONS, type OrgCaller } from "./caller.js";
 import { MandateError } from "./errors.js";
 import { hashSecret } from "./organizations.js";
@@ -9,14 +10,19 @@ const ALL = new Set(PERMISSIONS);
 
 /** Turns bearer secrets and the operator key into callers. */
 export class Credentials {
+  /** Concurrent requests' key lookups share one query; nothing is cached, so a revoked key fails at once. */
+  private readonly liveKeys: BatchedReads<Buffer, ApiKeyRow | null>;
+
   constructor(
     private readonly db: Database,
     private readonly operatorKey: string | undefined,
-  ) {}
+  ) {
+    this.liveKeys = new BatchedReads((hashes) => organizationStore.findLiveKeys(db.pool, hashes));
+  }
 
   /** A live API key's caller; 401 `unknown_key` for unknown or revoked keys. */
   async bearer(secret: string, clientAddress: string): Promise<OrgCaller> {
-    const row = await organizationStore.findLiveKey(this.db.pool, hashSecret(secret));
+    const row = await this.liveKeys.get(hashSecret(secret));
     if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
     return {
       kind: "key",

@@ -38,6 +38,19 @@ export const capabilityStore = {
     return rows[0] ?? null;
   },
 
+  /** Many capabilities by (organization, id) in one query; one entry per key, in order, null when absent. */
+  async getMany(q: Queryable, keys: readonly { organizationId: string; capabilityId: string }[]): Promise<(CapabilityRow | null)[]> {
+    const { rows } = await q.query<CapabilityRow & { i: number }>({
+      name: "capabilities_get_many",
+      text: `SELECT r.i::int AS i, c.* FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(organization_id, capability_id, i)
+               JOIN capabilities c ON c.organization_id = r.organization_id AND c.capability_id = r.capability_id`,
+      values: [keys.map((k) => k.organizationId), keys.map((k) => k.capabilityId)],
+    });
+    const found: (CapabilityRow | null)[] = keys.map(() => null);
+    for (const { i, ...row } of rows) found[i - 1] = row;
+    return found;
+  },
+
   /** The decision's capability (there is at most one), or null. */
   async byDecision(q: Queryable, organizationId: string, decisionId: string): Promise<CapabilityRow | null> {
     const { rows } = await q.query<CapabilityRow>("SELECT * FROM capabilities WHERE organization_id = $1 AND decision_id = $2", [organizationId, decisionId]);

@@ -51,14 +51,18 @@ export const organizationStore = {
     return rows[0]!;
   },
 
-  /** Returns the unrevoked key with this secret hash, or null (unknown or revoked). */
-  async findLiveKey(q: Queryable, secretSha256: Buffer): Promise<ApiKeyRow | null> {
-    const { rows } = await q.query<ApiKeyRow>(
-      `SELECT key_id, organization_id, name, permissions, created_at, revoked_at
-         FROM api_keys WHERE secret_sha256 = $1 AND revoked_at IS NULL`,
-      [secretSha256],
-    );
-    return rows[0] ?? null;
+  /** The unrevoked key of each secret hash, in order; null for an unknown or revoked one. */
+  async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
+    const { rows } = await q.query<ApiKeyRow & { i: number }>({
+      name: "api_keys_find_live",
+      text: `SELECT r.i::int AS i, k.key_id, k.organization_id, k.name, k.permissions, k.created_at, k.revoked_at
+               FROM unnest($1::bytea[]) WITH ORDINALITY AS r(secret_sha256, i)
+               JOIN api_keys k ON k.secret_sha256 = r.secret_sha256 AND k.revoked_at IS NULL`,
+      values: [secretSha256s],
+    });
+    const found: (ApiKeyRow | null)[] = secretSha256s.map(() => null);
+    for (const { i, ...row } of rows) found[i - 1] = row;
+    return found;
   },
 
   /** Lists an organization's keys, oldest first. */
