@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
 import { generateEvidenceKey, importEd25519PublicJwk, EvidenceKeyring } from "../evidence/keys.js";
-import { newEvidenceId, sealRecord, type EvidenceRecord } from "../evidence/record.js";
+import { newEvidenceId, sealChain, type EvidenceRecord } from "../evidence/record.js";
 import type { Database, Queryable } from "../storage/postgres/database.js";
 import { evidenceStore } from "../storage/postgres/evidence.js";
 
@@ -79,26 +79,25 @@ export class EvidenceLog {
     if (entries.length === 0) return [];
     const organizationId = entries[0]!.organizationId;
     const head = await evidenceStore.lockHead(tx, organizationId);
-    let seq = head.seq;
-    let prev = head.digest;
     const createdAt = now.toISOString();
-    const sealed = entries.map((e) => {
-      const record = sealRecord(
-        {
+    const sealed = await sealChain(
+      entries.length,
+      (i, prevDigest) => {
+        const e = entries[i]!;
+        return {
           evidence_id: newEvidenceId(),
           organization_id: organizationId,
-          seq: ++seq,
-          prev_digest: prev,
+          seq: head.seq + i + 1,
+          prev_digest: prevDigest,
           kind: e.kind,
           subject_id: e.subjectId,
           payload: e.payload,
           created_at: createdAt,
-        },
-        this.keyring,
-      );
-      prev = record.digest;
-      return record;
-    });
+        };
+      },
+      this.keyring,
+      head.digest,
+    );
     await evidenceStore.append(tx, sealed);
     return sealed;
   }

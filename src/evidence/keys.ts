@@ -116,6 +116,14 @@ export class EvidenceKeyring {
     return { kid: this.activeKid, signature: sign(null, data, this.#activePrivateKey).toString("base64url") };
   }
 
+  /** {@link sign} on libuv's thread pool, leaving the event loop free meanwhile. */
+  signOffLoop(data: Uint8Array): Promise<EvidenceSignature> {
+    const kid = this.activeKid;
+    return new Promise((resolve, reject) =>
+      sign(null, data, this.#activePrivateKey, (err, signature) => (err ? reject(err) : resolve({ kid, signature: signature.toString("base64url") }))),
+    );
+  }
+
   /** True when `signature` is a valid signature of `data` by key `kid`; false for an unknown kid. */
   verify(kid: string, data: Uint8Array, signature: string): boolean {
     const publicKey = this.#publicKeys.get(kid);
