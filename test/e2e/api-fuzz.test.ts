@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
 import { bindingOf, loadAllMandateServices, wireNameOf, type Binding } from "../support/api.js";
 import {
+  intentDoc,
   newAgent,
   newAgentKey,
   newApiKey,
@@ -42,9 +43,9 @@ import { startService, uniqueEmail, type TestService } from "../support/service.
  * failures, auth refusals, not-founds), so the property cannot hold vacuously.
  *
  * FUZZ_SEED replays a run (the seed is printed at the start and, by
- * fast-check, on failure); FUZZ_RUNS sets the runs per RPC and protocol (8).
- * Fixture state carries over between runs (an agent revoked by one run stays
- * revoked), so a replay is faithful for the first failing RPC of a file run.
+ * fast-check, on failure); FUZZ_RUNS sets the runs per RPC and protocol (8);
+ * FUZZ_REPORT=1 prints what came back. Fixture state carries over from run to
+ * run (a key revoked stays revoked), so replay the whole file, not one test.
  */
 
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
@@ -112,7 +113,14 @@ beforeAll(async () => {
   const adapterKey = newAgentKey();
   const ad = await ok("POST", `/v1/integrations/${integration.integration_id}/adapters`, { name: "adapter", public_key: adapterKey.publicKey });
   adapter = { adapterId: ad.adapter_id, key: adapterKey };
-  const doc = await ok("POST", "/v1/authority-graph/documents", { kind: "signing_schedule", format: "csv", content: "principal,role,reports_to\nann,clerk,\n" });
+  // A decision routed through the integration, and its consumed Capability: what receipts and reports refer to.
+  const bound = (await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId, { resource: "po:1", context: { po: "1" } })))).body;
+  expect(bound.outcome, JSON.stringify(bound)).toBe("ALLOW");
+  const boundCap = await ok("POST", `/v1/decisions/${bound.decision_id}/capability-token`, { audience: "erp", issued_by: "fuzzer" });
+  await ok("POST", "/v1/capability-tokens/verify", { token: boundCap.token, audience: "erp", action: "reference_noop", resource: "po:1", constraints: { po: "1" } });
+  const externalRef = (await svc.v1("GET", `/v1/principals/${org.principalId}`, { bearer })).body.external_ref as string;
+  const schedule = `principal,role,reports_to\n${externalRef},clerk,\n`;
+  const doc = await ok("POST", "/v1/authority-graph/documents", { kind: "signing_schedule", format: "csv", content: schedule });
   Object.assign(refs, {
     organization: org.organizationId,
     operatorKey: svc.operatorKey!,
@@ -127,12 +135,15 @@ beforeAll(async () => {
     reviewDecision: review.decision_id,
     reviewDecision2: review2.decision_id,
     denyDecision: deny.decision_id,
+    boundDecision: bound.decision_id,
+    consumedCapability: boundCap.capability_id,
     evidence: allow.evidence_id,
     capability: cap.capability_id,
     capabilityToken: cap.token,
     integration: integration.integration_id,
     adapter: adapter.adapterId,
     document: doc.document_id,
+    signingSchedule: schedule,
   });
 });
 afterAll(() => svc?.close());
@@ -279,8 +290,9 @@ const enumJunk = (desc: DescEnum) =>
 
 type Proto = "connect" | "v1";
 
-const AGENT_IDS = fc.constantFrom(ref("agent"), ref("registeredAgent"), ref("suspendedAgent"));
-const DECISION_IDS = fc.constantFrom(ref("allowDecision"), ref("allowDecision2"), ref("reviewDecision"), ref("reviewDecision2"), ref("denyDecision"));
+const AGENT_IDS = fc.oneof({ weight: 3, arbitrary: fc.constant(ref("agent")) }, { weight: 1, arbitrary: fc.constantFrom(ref("registeredAgent"), ref("suspendedAgent")) });
+const DECISION_IDS = fc.constantFrom(ref("allowDecision"), ref("allowDecision2"), ref("reviewDecision"), ref("reviewDecision2"), ref("denyDecision"), ref("boundDecision"));
+const CAPABILITY_IDS = fc.constantFrom(ref("capability"), ref("consumedCapability"));
 const RULES = {
   actions: ["vendor_payment"],
   rules: [
@@ -302,12 +314,12 @@ const GRAPH = {
  * ids of fixtures that exist, fresh names and keys, values the service accepts.
  * A field not named here gets a plausible value of its type.
  */
-const BY_NAME: Record<string, fc.Arbitrary<unknown>> = {
+const BY_NAME: Record<string, fc.Arbitrary<unknown> | ((proto: Proto) => fc.Arbitrary<unknown>)> = {
   agent_id: AGENT_IDS,
   principal_id: fc.constant(ref("principal")),
   acting_for_principal_id: fc.constant(ref("principal")),
   decision_id: DECISION_IDS,
-  capability_id: fc.constant(ref("capability")),
+  capability_id: CAPABILITY_IDS,
   evidence_id: fc.constant(ref("evidence")),
   integration_id: fc.constant(ref("integration")),
   adapter_id: fc.constant(ref("adapter")),
@@ -332,10 +344,9 @@ const BY_NAME: Record<string, fc.Arbitrary<unknown>> = {
   resource_path: fc.constant("resource"),
   context_bindings: fc.constant({ po: "context.po" }),
   constraints: fc.constant({ amount: "500", currency: "USD" }),
-  content: fc.constantFrom("principal,role,reports_to\nann,clerk,\n", "holder,delegate,action,currency,max_amount,valid_until\nrole:clerk,,vendor_payment,USD,1000,\n"),
+  content: fc.constantFrom(ref("signingSchedule"), "holder,delegate,action,currency,max_amount,valid_until\nrole:clerk,,vendor_payment,USD,1000,\n"),
   graph: fc.constant(GRAPH),
-  rules: fc.constant(RULES),
-  rules_yaml: fc.constant(RULES_YAML),
+  source: (proto) => fc.constantFrom({ rules: RULES }, { [proto === "v1" ? "rules_yaml" : "rulesYaml"]: RULES_YAML }),
   intent: fc.record({ agent_id: fc.constant(ref("agent")), action: fc.constant("vendor_payment"), amount: fc.constantFrom(500, 2_000, 60_000), currency: fc.constant("USD"), requested_at: fc.constant(NOW), nonce: fc.constant(UUID) }),
   policy_versions: fc.constant({ payments: 1 }),
   reason: fc.constantFrom("", "routine check"),
@@ -364,13 +375,18 @@ const SIGNED_DOCS: Record<string, Record<string, fc.Arbitrary<unknown>>> = {
   },
   signed_body: { agent_id: fc.constant(ref("agent")), sent_at: fc.constant(NOW), nonce: fc.constant(UUID) },
   signed_receipt: {
-    capability_id: fc.constant(ref("capability")),
+    capability_id: CAPABILITY_IDS,
     receipt_id: fc.constant(UUID),
     status: fc.constantFrom("executed", "failed", "partial"),
     executed_fields: fc.constant({ po: "1" }),
     reported_at: fc.constant(NOW),
   },
-  signed_report: { decision_id: DECISION_IDS, report_id: fc.constant(UUID), operation: fc.constant({ po: "1" }), reported_at: fc.constant(NOW) },
+  signed_report: {
+    decision_id: fc.oneof({ weight: 3, arbitrary: fc.constant(ref("boundDecision")) }, { weight: 1, arbitrary: DECISION_IDS }),
+    report_id: fc.constant(UUID),
+    operation: fc.constantFrom({ po: "1" }, { po: "2", resource: "po:1" }),
+    reported_at: fc.constant(NOW),
+  },
 };
 
 /** Bytes to sign: a JSON document (`$signed`) or raw text (`$signedText`). */
@@ -378,15 +394,22 @@ type SignedDoc = { $signed: unknown } | { $signedText: string };
 const isSignedDoc = (v: unknown): v is SignedDoc => v !== null && typeof v === "object" && ("$signed" in v || "$signedText" in v);
 const docBytes = (d: SignedDoc): Buffer => ("$signed" in d ? serialize(d.$signed) : Buffer.from(d.$signedText, "utf8"));
 
-/** A signed document for a bytes field: mostly the expected shape with a few bad members, sometimes anything. */
+/** A signed document for a bytes field: as expected, one member wrong or missing, extra members, or anything. */
 function signedDoc(fieldName: string): fc.Arbitrary<SignedDoc> {
   const shape = SIGNED_DOCS[fieldName];
-  const members = shape && Object.fromEntries(Object.entries(shape).map(([k, a]) => [k, fc.oneof({ weight: 8, arbitrary: a }, { weight: 1, arbitrary: junk })]));
-  const doc = members
+  const doc = shape
     ? fc.oneof(
-        { weight: 5, arbitrary: fc.record(members) },
-        { weight: 1, arbitrary: fc.record(members, { requiredKeys: [] }) },
-        { weight: 1, arbitrary: fc.tuple(fc.record(members), fc.dictionary(oddString, junk, { minKeys: 1, maxKeys: 2 })).map(([a, b]) => ({ ...b, ...a })) },
+        { weight: 4, arbitrary: fc.record(shape) },
+        {
+          weight: 3,
+          arbitrary: fc.tuple(fc.record(shape), fc.constantFrom(...Object.keys(shape)), fc.option(junk)).map(([d, key, bad]) => {
+            const out: Record<string, unknown> = { ...d };
+            if (bad === null) delete out[key];
+            else out[key] = bad;
+            return out;
+          }),
+        },
+        { weight: 1, arbitrary: fc.tuple(fc.record(shape), fc.dictionary(oddString, junk, { minKeys: 1, maxKeys: 2 })).map(([a, b]) => ({ ...b, ...a })) },
       )
     : fc.dictionary(oddString, junk, { maxKeys: 4 });
   return fc.oneof(
@@ -455,7 +478,7 @@ function singular(field: DescField, kind: "scalar" | "enum" | "message", proto: 
 function plausible(field: DescField, proto: Proto, depth: number): fc.Arbitrary<unknown> {
   const isEnum = field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum");
   const named = isEnum ? undefined : BY_NAME[field.name];
-  if (named) return named;
+  if (named) return typeof named === "function" ? named(proto) : named;
   switch (field.fieldKind) {
     case "list":
       return fc.array(singular(field, field.listKind, proto, depth), { maxLength: 4 });
@@ -536,15 +559,22 @@ const garbageHeaders: fc.Arbitrary<Record<string, string>> = fc.oneof(
   fc.constantFrom(ref("certificate"), ref("adapter"), long(70, "k")).map((k) => ({ "x-service-key-id": k, "x-service-signature": `${"A".repeat(86)}==` })),
 );
 
-/** Who calls: nobody, the org's all-permission key, the operator, the agent or adapter signing, or garbage. */
-const credentials: fc.Arbitrary<Creds> = fc.oneof(
-  { weight: 1, arbitrary: fc.constant({ kind: "none" as const }) },
-  { weight: 3, arbitrary: fc.constant({ kind: "bearer" as const }) },
-  { weight: 2, arbitrary: fc.constant({ kind: "operator" as const }) },
-  { weight: 2, arbitrary: fc.constant({ kind: "agent" as const }) },
-  { weight: 1, arbitrary: fc.constant({ kind: "adapter" as const }) },
-  { weight: 2, arbitrary: garbageHeaders.map((headers) => ({ kind: "garbage" as const, headers })) },
-);
+/**
+ * Who calls: nobody, the org's all-permission key, the operator, the agent or
+ * adapter signing, or garbage. Signers weigh more where the input carries a
+ * signed document (a bytes field), administrators elsewhere.
+ */
+function credentials(rpc: Rpc): fc.Arbitrary<Creds> {
+  const signed = rpc.method.input.fields.some(isBytes);
+  return fc.oneof(
+    { weight: 1, arbitrary: fc.constant({ kind: "none" as const }) },
+    { weight: signed ? 1 : 3, arbitrary: fc.constant({ kind: "bearer" as const }) },
+    { weight: signed ? 1 : 2, arbitrary: fc.constant({ kind: "operator" as const }) },
+    { weight: signed ? 4 : 1, arbitrary: fc.constant({ kind: "agent" as const }) },
+    { weight: signed ? 3 : 1, arbitrary: fc.constant({ kind: "adapter" as const }) },
+    { weight: 2, arbitrary: garbageHeaders.map((headers) => ({ kind: "garbage" as const, headers })) },
+  );
+}
 
 /**
  * The headers of `creds`. A signer signs `signed` (the signed document, else
@@ -733,7 +763,7 @@ function fuzz(proto: Proto, rpc: Rpc): Promise<void> {
   const send = proto === "connect" ? sendConnect : sendV1;
   const problemsOf = proto === "connect" ? connectProblems : v1Problems;
   return fc.assert(
-    fc.asyncProperty(draft(rpc, proto), credentials, async (d, creds) => {
+    fc.asyncProperty(draft(rpc, proto), credentials(rpc), async (d, creds) => {
       const x = await send(rpc, d, creds);
       record(proto, x.status, x.body);
       const problems = problemsOf(x.status, x.body);
