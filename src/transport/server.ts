@@ -3,7 +3,9 @@ import http2 from "node:http2";
 import net from "node:net";
 import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { MandateError } from "../domain/errors.js";
 import { withErrorDetails } from "./connect-errors.js";
+import { errorBody } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
@@ -88,6 +90,23 @@ export async function listen(options: {
 
   const h1 = http.createServer(handler);
   h1.keepAliveTimeout = 65_000;
+  // A request Node's parser refuses (headers over 16 KiB, malformed HTTP) never reaches the
+  // handler; it still gets the error body every other refusal has, then the connection closes.
+  h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => {
+    if (!socket.writable || err.code === "ECONNRESET") {
+      socket.destroy();
+      return;
+    }
+    const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+    const refusal = tooLarge
+      ? new MandateError("payload_too_large", "The request line and headers exceed 16 KiB.")
+      : new MandateError("validation_failed", "The request is not well-formed HTTP/1.1.");
+    const status = tooLarge ? 431 : 400;
+    const text = JSON.stringify(errorBody(refusal, pipeline.requestId(undefined)).body);
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+    );
+  });
   const h2 = http2.createServer({}, handler);
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {

@@ -190,6 +190,25 @@ describe("one keep-alive connection", () => {
       conn.close();
     }
   });
+
+  it("answers what the HTTP parser refuses with the usual error body, then closes", async () => {
+    const cases: [string, number, string][] = [
+      [request("GET", `/v1/decisions?agent_id=${"x".repeat(70_000)}`), 431, "payload_too_large"],
+      ["GARBAGE\r\n\r\n", 400, "validation_failed"],
+      [`POST /v1/principals HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n`, 400, "validation_failed"],
+    ];
+    for (const [raw, status, detail] of cases) {
+      const conn = await RawConnection.open(svc.port);
+      try {
+        await conn.write(raw);
+        const res = await conn.response(10_000);
+        expect(res, raw.slice(0, 60)).toMatchObject({ status, body: { detail, request_id: expect.any(String), message: expect.any(String) } });
+        expect(await conn.response(5_000)).toBe("closed");
+      } finally {
+        conn.close();
+      }
+    }
+  });
 });
 
 describe("operations endpoints", () => {
