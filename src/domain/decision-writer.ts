@@ -1,11 +1,9 @@
-import type { Database } from "../storage/postgres/database.js";
-import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import { isConflict, type Database } from "../storage/postgres/database.js";
+import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
 import type { MandateError } from "./errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
-
-type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
 
 interface Pending {
   decision: NewDecision;
@@ -37,8 +35,38 @@ export class DecisionWriter {
     return this.groups.submit(decision.organization_id, { decision, certificateId, payload });
   }
 
-  /** Commits the group's admissible decisions; returns the refused ones with their error. */
+  /**
+   * Commits the group's admissible decisions; returns the refused ones with their error.
+   * The usual case takes one statement and no lock: the chain head this process last wrote
+   * is checked, not locked, and the signers are checked live in the same statement. A group
+   * with a suspended signer, or whose check fails (another writer moved the chain, a signer
+   * changed state), takes the locking path, which sorts out every item.
+   */
   private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
+    if (batch.every((p) => p.decision.reason !== "agent_suspended") && (await this.commitFast(batch))) return new Map();
+    return this.commitLocking(batch);
+  }
+
+  private async commitFast(batch: readonly Pending[]): Promise<boolean> {
+    const organizationId = batch[0]!.decision.organization_id;
+    const head = await this.evidence.lastHead(organizationId);
+    const records = await this.evidence.seal(head, batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at);
+    batch.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
+    const certificateIds = [...new Set(batch.map((p) => p.certificateId))];
+    const committed = await decisionStore
+      .insertWithEvidence(this.db.pool, organizationId, head.seq, records, batch.map((p) => p.decision), certificateIds)
+      // A deadlock or serialization failure aborted the statement: nothing was written.
+      .catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
+    const last = records[records.length - 1]!;
+    this.evidence.noteHead(organizationId, committed ? { seq: last.seq, digest: last.digest } : null);
+    return committed;
+  }
+
+  private entryOf(p: Pending): EvidenceEntry {
+    return { organizationId: p.decision.organization_id, kind: "decision", subjectId: p.decision.decision_id, payload: p.payload };
+  }
+
+  private async commitLocking(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
     const refused = new Map<Pending, MandateError>();
     await this.db.transaction(async (tx) => {
       // Lock order: agents, then the evidence head, as lifecycle transitions do (no deadlock).
@@ -49,13 +77,7 @@ export class DecisionWriter {
         return !why;
       });
       if (admitted.length === 0) return;
-      const entries: EvidenceEntry[] = admitted.map((p) => ({
-        organizationId: p.decision.organization_id,
-        kind: "decision",
-        subjectId: p.decision.decision_id,
-        payload: p.payload,
-      }));
-      const records = await this.evidence.append(tx, entries, admitted[0]!.decision.evaluated_at);
+      const records = await this.evidence.append(tx, admitted.map((p) => this.entryOf(p)), admitted[0]!.decision.evaluated_at);
       admitted.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
       await decisionStore.insertMany(tx, admitted.map((p) => p.decision));
     });

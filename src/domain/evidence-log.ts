@@ -12,12 +12,19 @@ export interface EvidenceEntry {
   payload: Record<string, unknown>;
 }
 
+/** Where an organization's chain ends: the last record's seq and digest (0 and null when empty). */
+export interface ChainHead {
+  seq: number;
+  digest: string | null;
+}
+
 /**
  * The signed, hash-chained evidence log. `append` runs inside the caller's
  * transaction, so a change and its evidence commit together or not at all.
  */
 export class EvidenceLog {
   private readonly publicKeys = new Map<string, KeyObject>();
+  private readonly heads = new Map<string, ChainHead>();
 
   private constructor(
     private readonly db: Database,
@@ -77,10 +84,17 @@ export class EvidenceLog {
   /** Appends entries of one organization in order, inside `tx`; returns the sealed records. */
   async append(tx: Queryable, entries: readonly EvidenceEntry[], now = new Date()): Promise<EvidenceRecord[]> {
     if (entries.length === 0) return [];
+    const head = await evidenceStore.lockHead(tx, entries[0]!.organizationId);
+    const sealed = await this.seal(head, entries, now);
+    await evidenceStore.append(tx, sealed);
+    return sealed;
+  }
+
+  /** Seals entries of one organization as the records that follow `head`; stores nothing. */
+  seal(head: ChainHead, entries: readonly EvidenceEntry[], now = new Date()): Promise<EvidenceRecord[]> {
     const organizationId = entries[0]!.organizationId;
-    const head = await evidenceStore.lockHead(tx, organizationId);
     const createdAt = now.toISOString();
-    const sealed = await sealChain(
+    return sealChain(
       entries.length,
       (i, prevDigest) => {
         const e = entries[i]!;
@@ -98,8 +112,23 @@ export class EvidenceLog {
       this.keyring,
       head.digest,
     );
-    await evidenceStore.append(tx, sealed);
-    return sealed;
+  }
+
+  /**
+   * The organization's chain head as this process last saw it: a guess for writers that
+   * append with a check on the head instead of a lock (read from Postgres when unknown).
+   */
+  async lastHead(organizationId: string): Promise<ChainHead> {
+    return this.heads.get(organizationId) ?? (await evidenceStore.head(this.db.pool, organizationId));
+  }
+
+  /** Records the head a writer just committed, or forgets a guess that proved stale. */
+  noteHead(organizationId: string, head: ChainHead | null): void {
+    if (!head) this.heads.delete(organizationId);
+    else {
+      if (this.heads.size > 50_000) this.heads.clear();
+      this.heads.set(organizationId, head);
+    }
   }
 
   /** One record of the organization, or null. */

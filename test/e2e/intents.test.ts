@@ -409,6 +409,35 @@ describe("a revocation racing Intents", () => {
   });
 });
 
+describe("two replicas writing one organization's chain", () => {
+  // Each replica commits a group without locking the chain, checking that the head it last
+  // saw is still the head; the other replica's groups and lifecycle changes move it under it.
+  it("records every Intent answered 200, and a revocation on the other replica still stops the agent", async () => {
+    const other = await startService();
+    try {
+      const replicas = [svc, other];
+      const agent = await newAgent(svc, org);
+      const doomed = await newAgent(svc, org);
+      const signed = Array.from({ length: 120 }, (_, i) => signBody(i % 3 === 0 ? doomed : agent, intentDoc(i % 3 === 0 ? doomed.agentId : agent.agentId)));
+      const pending = signed.map((s, i) => new Promise((r) => setTimeout(r, i / 4)).then(() => submitIntent(replicas[i % 2]!, TRANSPORTS[(i >> 1) % 2]!, s)));
+      await new Promise((r) => setTimeout(r, 10));
+      expect((await other.v1("POST", `/v1/agents/${doomed.agentId}/revoke`, { bearer: org.apiKey, body: {} })).status).toBe(200);
+      const results = await Promise.all(pending);
+      results.forEach((r, i) => {
+        if (i % 3 === 0 && r.status !== 200) expectResult(r, 403, "agent_revoked");
+        else expectResult(r, 200);
+      });
+      const chain = (await exportEvidence(svc, org.apiKey)).records;
+      const decided = new Set(chain.filter((r) => r.kind === "decision").map((r) => r.subject_id));
+      for (const r of results) if (r.status === 200) expect(decided.has(r.body.decision_id), `decision ${r.body.decision_id} has evidence`).toBe(true);
+      const revokeSeq = chain.find((r) => r.kind === "agent.revoked" && r.subject_id === doomed.agentId).seq;
+      expect(chain.filter((r) => r.kind === "decision" && r.payload.agent_id === doomed.agentId && r.seq > revokeSeq)).toEqual([]);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe("the whole run leaves a valid chain", () => {
   it("every record of the organization verifies independently against the JWKS", async () => {
     const { records, jwks } = await exportEvidence(svc, org.apiKey);

@@ -10,6 +10,12 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 /** SQLSTATEs that mean "try the whole transaction again". */
 const RETRYABLE = new Set(["40001", "40P01"]);
 
+/** Whether a pg error is a deadlock or serialization failure: the statement wrote nothing and may be tried again. */
+export function isConflict(err: unknown): boolean {
+  const code = (err as { code?: string })?.code;
+  return code !== undefined && RETRYABLE.has(code);
+}
+
 /** Whether a pg error is a unique violation (optionally of one named constraint). */
 export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   const e = err as { code?: string; constraint?: string };

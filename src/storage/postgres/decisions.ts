@@ -1,5 +1,7 @@
 import type { ReconciliationRow } from "./execution.js";
+import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
+import { evidenceInsert, evidenceInsertValues } from "./evidence.js";
 
 /** Outcomes; there is no fourth. */
 export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
@@ -61,6 +63,28 @@ export interface IntentLookup {
   action: string;
 }
 
+/** A decision as first written (before any review). */
+export type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
+
+/** The INSERT of decisions as 17 array parameters numbered from `offset` + 1; `where` conditions it. */
+function decisionsInsert(offset: number, where = ""): string {
+  const types = ["text", "text", "text", "text", "bytea", "jsonb", "text", "text", "text", "text", "text", "jsonb", "int", "text", "text", "int", "timestamptz"];
+  const params = types.map((t, i) => `$${offset + i + 1}::${t}[]`).join(", ");
+  return `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
+                                 evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
+          SELECT * FROM unnest(${params}) ${where}`;
+}
+
+function decisionsInsertValues(ds: readonly NewDecision[]): unknown[] {
+  const col = <T>(f: (d: NewDecision) => T) => ds.map(f);
+  return [
+    col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
+    col((d) => JSON.stringify(d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
+    col((d) => d.evidence_id), col((d) => JSON.stringify(d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
+    col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
+  ];
+}
+
 /** SQL for decisions. */
 export const decisionStore = {
   /** Inserts a decision; a unique violation on (agent_id, nonce) means a concurrent twin won. */
@@ -96,22 +120,52 @@ export const decisionStore = {
     return new Map(rows.map((r) => [r.certificate_id, r]));
   },
 
-  /** Inserts many decisions in one statement (the group commit of the Intent path). */
-  async insertMany(q: Queryable, ds: readonly Omit<DecisionRow, "resolution" | "approvals">[]): Promise<void> {
-    const col = <T>(f: (d: Omit<DecisionRow, "resolution" | "approvals">) => T) => ds.map(f);
-    await q.query({
-      name: "decisions_insert_many",
-      text: `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
-                              evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[],
-                            $11::text[], $12::jsonb[], $13::int[], $14::text[], $15::text[], $16::int[], $17::timestamptz[])`,
-      values: [
-        col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
-        col((d) => JSON.stringify(d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
-        col((d) => d.evidence_id), col((d) => JSON.stringify(d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
-        col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
-      ],
+  /** Inserts many decisions in one statement (the group commit's locking path). */
+  async insertMany(q: Queryable, ds: readonly NewDecision[]): Promise<void> {
+    await q.query({ name: "decisions_insert_many", text: decisionsInsert(0), values: decisionsInsertValues(ds) });
+  },
+
+  /**
+   * The group commit's fast path, ONE autocommitted statement: stores the decisions and their
+   * evidence records and moves the organization's chain head on from `expectedSeq`, but only
+   * if the head is still there and every signing certificate and its agent are still active.
+   * Returns false, having written nothing, otherwise (the caller takes the locking path).
+   *
+   * The chain head is checked, not locked beforehand: any other writer that moved it since it
+   * was read (a group of another replica, a lifecycle change, a review) fails the check, the
+   * UPDATE waiting for that writer's row lock and re-reading the row.
+   */
+  async insertWithEvidence(
+    q: Queryable,
+    organizationId: string,
+    expectedSeq: number,
+    records: readonly EvidenceRecord[],
+    ds: readonly NewDecision[],
+    certificateIds: readonly string[],
+  ): Promise<boolean> {
+    const last = records[records.length - 1]!;
+    const { rows } = await q.query<{ committed: boolean }>({
+      name: "decisions_insert_with_evidence",
+      // The signers' agents are share-locked first, in the order lifecycle transitions lock them,
+      // and before the head row: a transition in flight is waited for, never deadlocked with.
+      text: `WITH live_signers AS (
+               SELECT c.certificate_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
+                WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
+                ORDER BY a.agent_id
+                  FOR SHARE OF a
+             ),
+             signers_live AS (SELECT (SELECT count(*) FROM live_signers) = cardinality($25::text[]) AS ok),
+             head AS (
+               UPDATE evidence_heads SET seq = $26, digest = $27
+                WHERE organization_id = $28 AND seq = $29 AND (SELECT ok FROM signers_live)
+                RETURNING 1
+             ),
+             records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")}),
+             decisions AS (${decisionsInsert(7, "WHERE EXISTS (SELECT 1 FROM head)")})
+             SELECT EXISTS (SELECT 1 FROM head) AS committed`,
+      values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds), certificateIds, last.seq, last.digest, organizationId, expectedSeq],
     });
+    return rows[0]!.committed;
   },
 
   /** The decision an agent already got for a nonce, or null. */

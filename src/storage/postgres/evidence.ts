@@ -2,6 +2,28 @@ import type { EvidenceKeyRow } from "../../evidence/keys.js";
 import type { EvidenceRecord, UnsealedEvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
 
+/**
+ * The INSERT of sealed records, taking them as parameters $1..$7 (one array per column; see
+ * {@link evidenceInsertValues}); `where` conditions it. Shared by every statement that appends.
+ */
+export function evidenceInsert(where = ""): string {
+  return `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
+          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[]) ${where}`;
+}
+
+/** Parameters $1..$7 of {@link evidenceInsert}. */
+export function evidenceInsertValues(records: readonly EvidenceRecord[]): unknown[] {
+  return [
+    records.map((r) => r.evidence_id),
+    records.map((r) => r.organization_id),
+    records.map((r) => r.seq),
+    records.map((r) => r.kind),
+    records.map((r) => r.subject_id),
+    records.map((r) => JSON.stringify(r)),
+    records.map((r) => r.created_at),
+  ];
+}
+
 /** SQL for the evidence keys and the append-only, per-organization chain. */
 export const evidenceStore = {
   /** Every evidence key, oldest first. */
@@ -38,6 +60,17 @@ export const evidenceStore = {
     return { seq: head.seq, digest: head.seq === 0 ? null : head.digest };
   },
 
+  /** The organization's chain head as committed now, without locking it (seq 0 and a null digest for none). */
+  async head(q: Queryable, organizationId: string): Promise<{ seq: number; digest: string | null }> {
+    const { rows } = await q.query<{ seq: number; digest: string }>({
+      name: "evidence_head",
+      text: "SELECT seq, digest FROM evidence_heads WHERE organization_id = $1",
+      values: [organizationId],
+    });
+    const head = rows[0];
+    return head && head.seq > 0 ? { seq: head.seq, digest: head.digest } : { seq: 0, digest: null };
+  },
+
   /** Stores sealed records (consecutive, of one organization) and moves the head past the last. */
   async append(q: Queryable, records: readonly EvidenceRecord[]): Promise<void> {
     if (records.length === 0) return;
@@ -45,26 +78,11 @@ export const evidenceStore = {
     // One statement: the records and the head move together.
     await q.query({
       name: "evidence_append",
-      text: `WITH appended AS (
-               INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
-               SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
-             )
+      text: `WITH appended AS (${evidenceInsert()})
              UPDATE evidence_heads SET seq = $8, digest = $9 WHERE organization_id = $10`,
-      values: [
-        records.map((r) => r.evidence_id),
-        records.map((r) => r.organization_id),
-        records.map((r) => r.seq),
-        records.map((r) => r.kind),
-        records.map((r) => r.subject_id),
-        records.map((r) => JSON.stringify(r)),
-        records.map((r) => r.created_at),
-        last.seq,
-        last.digest,
-        last.organization_id,
-      ],
+      values: [...evidenceInsertValues(records), last.seq, last.digest, last.organization_id],
     });
   },
-
 
   /** One record of the organization, or null. */
   async get(q: Queryable, organizationId: string, evidenceId: string): Promise<EvidenceRecord | null> {
