@@ -1,12 +1,12 @@
 import { errors as joseErrors, jwtVerify, SignJWT, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation } from "../storage/postgres/database.js";
+import { isConflict, isUniqueViolation } from "../storage/postgres/database.js";
 import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import type { OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
-import type { EvidenceLog } from "./evidence-log.js";
+import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
 import { BatchedReads } from "./batched-reads.js";
 import { GroupCommit } from "./group-commit.js";
@@ -32,6 +32,16 @@ function refusalError(why: ConsumeRefusal): MandateError {
     return new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
   }
   return new MandateError("capability_consumed", "The Capability was already used.");
+}
+
+/** The evidence of one consume. */
+function consumedEntry(row: CapabilityRow, by: string, consumedAt: Date): EvidenceEntry {
+  return {
+    organizationId: row.organization_id,
+    kind: "capability.consumed",
+    subjectId: row.capability_id,
+    payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by, consumed_at: consumedAt.toISOString() },
+  };
 }
 
 /** What an enforcement point presents at verification. */
@@ -265,7 +275,37 @@ export class Capabilities {
     return item.consumed!;
   }
 
+  /**
+   * Commits a group of consumes. The usual case is one statement and no prior lock (the
+   * chain head this process last wrote is checked, the rows are locked and checked in the
+   * same statement); a group with any refusal, twin or moved head takes the locking path.
+   */
   private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
+    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length) {
+      // Another writer (an issue, a lifecycle change) may have moved the head: one more try on the current head.
+      if ((await this.commitConsumesFast(batch, false)) || (await this.commitConsumesFast(batch, true))) return new Map();
+    }
+    return this.commitConsumesLocking(batch);
+  }
+
+  private async commitConsumesFast(batch: readonly ConsumeItem[], freshHead: boolean): Promise<boolean> {
+    const organizationId = batch[0]!.row.organization_id;
+    const head = await this.evidence.lastHead(organizationId, freshHead);
+    const consumedAt = new Date();
+    const records = await this.evidence.seal(head, batch.map((i) => consumedEntry(i.row, i.by, consumedAt)), consumedAt);
+    const rows = await capabilityStore
+      .consumeWithEvidence(this.db.pool, organizationId, head.seq, records, batch.map((i) => i.row.capability_id), batch.map((i) => i.by), consumedAt)
+      // A deadlock or serialization failure aborted the statement: nothing was written.
+      .catch((err: unknown) => (isConflict(err) ? null : Promise.reject(err)));
+    const last = records[records.length - 1]!;
+    this.evidence.noteHead(organizationId, rows ? { seq: last.seq, digest: last.digest } : null);
+    if (!rows) return false;
+    const byId = new Map(rows.map((r) => [r.capability_id, r]));
+    for (const item of batch) item.consumed = byId.get(item.row.capability_id)!;
+    return true;
+  }
+
+  private async commitConsumesLocking(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
     const refused = new Map<ConsumeItem, MandateError>();
     await this.db.transaction(async (tx) => {
       // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
@@ -283,18 +323,11 @@ export class Capabilities {
       }
       await this.evidence.append(
         tx,
-        done.map(({ row, by, consumed }) => ({
-          organizationId: row.organization_id,
-          kind: "capability.consumed",
-          subjectId: row.capability_id,
-          payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by, consumed_at: consumed!.consumed_at!.toISOString() },
-        })),
+        done.map(({ row, by, consumed }) => consumedEntry(row, by, consumed!.consumed_at!)),
       );
     });
     return refused;
   }
-
-
 
   /** A capability's state and timestamps; never its token. */
   async get(caller: OrgCaller, capabilityId: string): Promise<CapabilityRow> {

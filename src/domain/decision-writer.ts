@@ -43,13 +43,16 @@ export class DecisionWriter {
    * changed state), takes the locking path, which sorts out every item.
    */
   private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
-    if (batch.every((p) => p.decision.reason !== "agent_suspended") && (await this.commitFast(batch))) return new Map();
+    if (batch.every((p) => p.decision.reason !== "agent_suspended")) {
+      // Another writer may have moved the head since this process last wrote: one more try on the current head.
+      if ((await this.commitFast(batch, false)) || (await this.commitFast(batch, true))) return new Map();
+    }
     return this.commitLocking(batch);
   }
 
-  private async commitFast(batch: readonly Pending[]): Promise<boolean> {
+  private async commitFast(batch: readonly Pending[], freshHead: boolean): Promise<boolean> {
     const organizationId = batch[0]!.decision.organization_id;
-    const head = await this.evidence.lastHead(organizationId);
+    const head = await this.evidence.lastHead(organizationId, freshHead);
     const records = await this.evidence.seal(head, batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at);
     batch.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
     const certificateIds = [...new Set(batch.map((p) => p.certificateId))];

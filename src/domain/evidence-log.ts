@@ -116,10 +116,11 @@ export class EvidenceLog {
 
   /**
    * The organization's chain head as this process last saw it: a guess for writers that
-   * append with a check on the head instead of a lock (read from Postgres when unknown).
+   * append with a check on the head instead of a lock (read from Postgres when unknown or
+   * when `fresh` is asked for).
    */
-  async lastHead(organizationId: string): Promise<ChainHead> {
-    return this.heads.get(organizationId) ?? (await evidenceStore.head(this.db.pool, organizationId));
+  async lastHead(organizationId: string, fresh = false): Promise<ChainHead> {
+    return (!fresh && this.heads.get(organizationId)) || (await evidenceStore.head(this.db.pool, organizationId));
   }
 
   /** Records the head a writer just committed, or forgets a guess that proved stale. */

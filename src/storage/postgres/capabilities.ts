@@ -1,4 +1,6 @@
+import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
+import { evidenceInsert, evidenceInsertValues } from "./evidence.js";
 
 /** A capability row (never the token). */
 export interface CapabilityRow {
@@ -20,6 +22,17 @@ export interface CapabilityRow {
 
 /** Why a consume did not happen, in the order the checks apply. */
 export type ConsumeRefusal = "expired" | "dependency_inactive" | "consumed";
+
+/**
+ * When capability `c` may be consumed now: unexpired, not yet consumed, and its agent,
+ * organization and any bound integration (and that integration's adapters) still active.
+ */
+const CONSUMABLE = `c.consumed_at IS NULL AND c.expires_at > now()
+  AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
+  AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
+  AND (c.integration_id IS NULL OR EXISTS (
+        SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
+          AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))`;
 
 /** SQL for capabilities. */
 export const capabilityStore = {
@@ -51,6 +64,46 @@ export const capabilityStore = {
     return found;
   },
 
+  /**
+   * The consume's fast path, ONE autocommitted statement: consumes every listed capability
+   * (distinct ids, `consumedAt` as their time) with its evidence records, moving the
+   * organization's chain head on from `expectedSeq`, but only if the head is still there and
+   * every one of them is consumable. Returns the consumed rows, or null having written nothing.
+   * The rows are locked (in id order) before the head is, as the locking path does.
+   */
+  async consumeWithEvidence(
+    q: Queryable,
+    organizationId: string,
+    expectedSeq: number,
+    records: readonly EvidenceRecord[],
+    capabilityIds: readonly string[],
+    by: readonly string[],
+    consumedAt: Date,
+  ): Promise<CapabilityRow[] | null> {
+    const last = records[records.length - 1]!;
+    const { rows } = await q.query<CapabilityRow>({
+      name: "capabilities_consume_with_evidence",
+      text: `WITH consumable AS (
+               SELECT c.capability_id FROM capabilities c
+                WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE}
+                ORDER BY c.capability_id
+                  FOR UPDATE OF c
+             ),
+             head AS (
+               UPDATE evidence_heads SET seq = $10, digest = $11
+                WHERE organization_id = $12 AND seq = $13 AND (SELECT count(*) FROM consumable) = cardinality($8::text[])
+                RETURNING 1
+             ),
+             records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")})
+             UPDATE capabilities c SET consumed_at = $14, consumed_by = w.by
+               FROM unnest($8::text[], $9::text[]) AS w(id, by)
+              WHERE c.capability_id = w.id AND EXISTS (SELECT 1 FROM head)
+              RETURNING c.*`,
+      values: [...evidenceInsertValues(records), capabilityIds, by, last.seq, last.digest, organizationId, expectedSeq, consumedAt],
+    });
+    return rows.length > 0 ? rows : null;
+  },
+
   /** The decision's capability (there is at most one), or null. */
   async byDecision(q: Queryable, organizationId: string, decisionId: string): Promise<CapabilityRow | null> {
     const { rows } = await q.query<CapabilityRow>("SELECT * FROM capabilities WHERE organization_id = $1 AND decision_id = $2", [organizationId, decisionId]);
@@ -68,12 +121,7 @@ export const capabilityStore = {
       name: "capabilities_consume",
       text: `UPDATE capabilities c SET consumed_at = date_trunc('milliseconds', now()), consumed_by = w.by
                FROM (SELECT DISTINCT ON (id) id, by FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS w(id, by, n) ORDER BY id, n) w
-              WHERE c.capability_id = w.id AND c.consumed_at IS NULL AND c.expires_at > now()
-                AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
-                AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
-                AND (c.integration_id IS NULL OR EXISTS (
-                      SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
-                        AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))
+              WHERE c.capability_id = w.id AND ${CONSUMABLE}
               RETURNING c.*`,
       values: [capabilityIds, by],
     });
