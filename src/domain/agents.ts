@@ -9,6 +9,7 @@ import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
 import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
+import { parseInstant } from "./instants.js";
 import { parseJsonObject } from "./text.js";
 
 /** The stored shapes this module hands to services. */
@@ -257,11 +258,11 @@ export class Agents {
     for (const k of Object.keys(d)) if (!["agent_id", "sent_at", "nonce"].includes(k)) errors.push({ field: k, code: "unknown_field", message: "unknown field" });
     if (d.agent_id !== cert.agent_id || d.agent_id !== pathAgentId) errors.push({ field: "agent_id", code: "mismatch", message: "must be the signing agent's id" });
     if (typeof d.nonce !== "string" || d.nonce.length === 0 || d.nonce.length > 128) errors.push({ field: "nonce", code: "required", message: "a nonce string is required" });
-    const sent = typeof d.sent_at === "string" ? Date.parse(d.sent_at) : NaN;
-    if (Number.isNaN(sent)) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an ISO 8601 timestamp" });
-    else if (Math.abs(Date.now() - sent) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
+    const sent = parseInstant(d.sent_at);
+    if (!sent) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an RFC 3339 timestamp" });
+    else if (Math.abs(Date.now() - sent.getTime()) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
     if (errors.length) throw validationFailed(errors);
-    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id, new Date(d.sent_at as string));
+    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id, sent!);
     if (!at) {
       if ((await agentStore.state(this.db.pool, cert.agent_id)) !== "active") throw new MandateError("agent_not_active", "The agent is not active.");
       throw new MandateError("nonce_reused", "A heartbeat must be sent after the last accepted one; this one is a replay or out of order.");

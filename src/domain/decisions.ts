@@ -3,6 +3,7 @@ import { decisionStore, type DecisionRow, type ReviewEntry } from "../storage/po
 import type { Caller, OrgCaller } from "./caller.js";
 import { MandateError, notFound, validationFailed } from "./errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
+import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
 import { AgentSignatures } from "./signatures.js";
 
 /** The stored shapes this module hands to services. */
@@ -48,22 +49,13 @@ export class Decisions {
     size: number,
     token: string,
   ): Promise<{ rows: DecisionRow[]; next: string }> {
-    const limit = size === 0 ? 100 : size;
-    if (limit < 1 || limit > 500) throw validationFailed([{ field: "page_size", code: "out_of_range", message: "must be between 1 and 500" }]);
-    let before: { at: Date; id: string } | null = null;
-    if (token) {
-      try {
-        const [at, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [string, string];
-        before = { at: new Date(at), id };
-        if (Number.isNaN(before.at.getTime()) || typeof id !== "string") throw new Error("bad");
-      } catch {
-        throw validationFailed([{ field: "page_token", code: "invalid_format", message: "not a page token from this API" }]);
-      }
-    }
+    const limit = pageSize(size);
+    const cursor = decodeCursor(token);
+    const before = cursor && { at: cursor.createdAt, id: cursor.id };
     const rows = await decisionStore.list(this.db.pool, caller.organizationId, { ...filter, before, limit: limit + 1 });
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
-    const next = rows.length > limit && last ? Buffer.from(JSON.stringify([last.evaluated_at.toISOString(), last.decision_id])).toString("base64url") : "";
+    const next = rows.length > limit && last ? encodeCursor({ createdAt: last.evaluated_at, id: last.decision_id }) : "";
     return { rows: page, next };
   }
 

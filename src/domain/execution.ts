@@ -10,6 +10,7 @@ import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
+import { parseInstant } from "./instants.js";
 import { parseJsonObject } from "./text.js";
 
 /** The stored shapes this module hands to services. */
@@ -40,9 +41,9 @@ function stringMap(errors: FieldError[], d: Json, key: string): Record<string, s
 }
 
 function timestamp(errors: FieldError[], d: Json, key: string): Date {
-  const at = typeof d[key] === "string" ? new Date(d[key] as string) : new Date(NaN);
-  if (Number.isNaN(at.getTime())) errors.push({ field: key, code: "invalid_format", message: "an ISO 8601 timestamp" });
-  return at;
+  const at = parseInstant(d[key]);
+  if (!at) errors.push({ field: key, code: "invalid_format", message: "an RFC 3339 timestamp in years 1970..9999" });
+  return at ?? new Date(NaN);
 }
 
 

@@ -1,4 +1,6 @@
 import { validationFailed } from "./errors.js";
+import { parseInstant } from "./instants.js";
+import { findUnstorableText } from "./text.js";
 
 /** A keyset position: rows are ordered by (created_at, id). */
 export interface Cursor {
@@ -24,9 +26,10 @@ export function encodeCursor(c: Cursor): string {
 export function decodeCursor(token: string): Cursor | null {
   if (token === "") return null;
   try {
-    const [t, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [string, string];
-    const createdAt = new Date(t);
-    if (typeof id !== "string" || Number.isNaN(createdAt.getTime())) throw new Error("bad");
+    const [t, id] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [unknown, unknown];
+    // Only what encodeCursor writes: an instant Postgres can compare, and an id.
+    const createdAt = parseInstant(t);
+    if (!createdAt || typeof id !== "string" || id.length > 64 || findUnstorableText(id)) throw new Error("bad");
     return { createdAt, id };
   } catch {
     throw validationFailed([{ field: "page_token", code: "invalid_format", message: "not a page token from this API" }]);

@@ -1,4 +1,4 @@
-import { validationFailed } from "./errors.js";
+import { validationFailed, type FieldError } from "./errors.js";
 
 /**
  * Characters Postgres text and jsonb cannot hold: U+0000 (refused by the
@@ -10,42 +10,48 @@ const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 
 const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
+/** Deepest nesting of objects and arrays a request may carry; deeper input is refused, not recursed into. */
+export const MAX_NESTING = 64;
+
 /**
- * The path of the first string (value or object key) that cannot be stored,
- * in a parsed JSON document or a protobuf-es message; `undefined` if all are fine.
- * Message field names are reported in their wire (snake_case) spelling.
+ * The first problem with the strings of a parsed JSON document or a protobuf-es message: a
+ * string (value or object key) that cannot be stored, or nesting deeper than
+ * {@link MAX_NESTING}. Message field names are reported in their wire (snake_case) spelling.
+ * Iterative, so no input can exhaust the stack.
  */
-export function unstorableTextPath(value: unknown, path = ""): string | undefined {
-  if (typeof value === "string") return UNSTORABLE.test(value) ? path || "(body)" : undefined;
-  if (value === null || typeof value !== "object" || value instanceof Uint8Array) return undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = unstorableTextPath(value[i], `${path}[${i}]`);
-      if (found) return found;
-    }
-    return undefined;
-  }
-  const isMessage = "$typeName" in value;
-  const at = (key: string) => (path ? `${path}.${key}` : key);
-  for (const [key, v] of Object.entries(value)) {
-    if (key === "$typeName") continue;
-    if (UNSTORABLE.test(key)) return at(key);
-    // A protobuf-es oneof is `{case, value}`: report it under the chosen field's name.
-    if (isMessage && v && typeof v === "object" && "case" in v && "value" in v) {
-      const found = unstorableTextPath(v.value, at(snake(String(v.case))));
-      if (found) return found;
+export function findUnstorableText(root: unknown): FieldError | undefined {
+  const stack: [unknown, string, number][] = [[root, "", 0]];
+  while (stack.length > 0) {
+    const [value, path, depth] = stack.pop()!;
+    if (typeof value === "string") {
+      if (UNSTORABLE.test(value)) return { field: path || "(body)", code: "invalid_character", message: INVALID_CHARACTER };
       continue;
     }
-    const found = unstorableTextPath(v, at(isMessage ? snake(key) : key));
-    if (found) return found;
+    if (value === null || typeof value !== "object" || value instanceof Uint8Array) continue;
+    if (depth >= MAX_NESTING) return { field: path || "(body)", code: "too_deep", message: `nested more than ${MAX_NESTING} levels` };
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push([value[i], `${path}[${i}]`, depth + 1]);
+      continue;
+    }
+    const isMessage = "$typeName" in value;
+    const at = (key: string) => (path ? `${path}.${key}` : key);
+    for (const [key, v] of Object.entries(value)) {
+      if (key === "$typeName") continue;
+      if (UNSTORABLE.test(key)) return { field: at(key), code: "invalid_character", message: INVALID_CHARACTER };
+      // A protobuf-es oneof is `{case, value}`: report it under the chosen field's name.
+      if (isMessage && v && typeof v === "object" && "case" in v && "value" in v) stack.push([v.value, at(snake(String(v.case))), depth + 1]);
+      else stack.push([v, at(isMessage ? snake(key) : key), depth + 1]);
+    }
   }
   return undefined;
 }
 
-/** Throws 422 `validation_failed` naming the first string that cannot be stored. */
+const INVALID_CHARACTER = "contains U+0000 or an unpaired surrogate, which cannot be stored";
+
+/** Throws 422 `validation_failed` naming the first string that cannot be stored, or the first too-deep value. */
 export function requireStorableText(value: unknown): void {
-  const field = unstorableTextPath(value);
-  if (field) throw validationFailed([{ field, code: "invalid_character", message: "contains U+0000 or an unpaired surrogate, which cannot be stored" }]);
+  const problem = findUnstorableText(value);
+  if (problem) throw validationFailed([problem]);
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });

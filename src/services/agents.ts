@@ -2,7 +2,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Agents, Transition, AgentRow } from "../domain/agents.js";
-import { MandateError } from "../domain/errors.js";
+import { MandateError, validationFailed } from "../domain/errors.js";
 import type { EvidenceLog } from "../domain/evidence-log.js";
 import { type Principals, type PrincipalRow, PRINCIPAL_KINDS } from "../domain/principals.js";
 import type { EvidenceRecord } from "../evidence/record.js";
@@ -156,6 +156,10 @@ export class EvidenceServiceImpl implements ServiceImpl<typeof EvidenceService> 
 
   async listEvidence(req: { afterSeq: bigint; pageSize: number }, ctx: HandlerContext) {
     const size = req.pageSize === 0 ? 500 : Math.min(Math.max(req.pageSize, 1), 1000);
+    // Sequence numbers are below 2^53; a larger int64 (Connect and gRPC can send one) names no position.
+    if (req.afterSeq < 0n || req.afterSeq > BigInt(Number.MAX_SAFE_INTEGER)) {
+      throw validationFailed([{ field: "after_seq", code: "out_of_range", message: "must be between 0 and 2^53 - 1" }]);
+    }
     const { records, hasMore } = await this.evidence.page(orgCaller(ctx).organizationId, Number(req.afterSeq), size);
     return { records: records.map(evidenceMessage), hasMore };
   }

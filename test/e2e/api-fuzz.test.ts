@@ -43,13 +43,13 @@ import { startService, uniqueEmail, type TestService } from "../support/service.
  * failures, auth refusals, not-founds), so the property cannot hold vacuously.
  *
  * FUZZ_SEED replays a run (the seed is printed at the start and, by
- * fast-check, on failure); FUZZ_RUNS sets the runs per RPC and protocol (8);
+ * fast-check, on failure); FUZZ_RUNS sets the runs per RPC and protocol (12);
  * FUZZ_REPORT=1 prints what came back. Fixture state carries over from run to
  * run (a key revoked stays revoked), so replay the whole file, not one test.
  */
 
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
-const RUNS_PER_RPC = Number(process.env.FUZZ_RUNS ?? 8);
+const RUNS_PER_RPC = Number(process.env.FUZZ_RUNS ?? 12);
 
 // --- the API surface, from the descriptors -----------------------------------
 
@@ -267,9 +267,16 @@ const oddNumber = fc.oneof(
   fc.double({ noNaN: true, noDefaultInfinity: true }),
 );
 
-/** Any wrong value: odd strings and numbers, wrong types, nested junk, deep nesting. */
+/** Timestamps at and past the edges of what JavaScript and Postgres can hold, or not quite ISO 8601. */
+const oddTimestamp = fc.oneof(
+  fc.constantFrom("0000-01-01T00:00:00Z", "-004714-11-23T00:00:00Z", "+275760-09-13T00:00:00.000Z", "2024-02-30T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01T00:00:00+25:00", "2024-01-01", "2024-01-01T00:00:00.1234567890Z"),
+  fc.date().map((d) => (Number.isNaN(d.getTime()) ? "Invalid Date" : d.toISOString())),
+);
+
+/** Any wrong value: odd strings, timestamps and numbers, wrong types, nested junk, deep nesting. */
 const junk: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 4, arbitrary: oddString },
+  { weight: 1, arbitrary: oddTimestamp },
   { weight: 3, arbitrary: oddNumber },
   { weight: 1, arbitrary: fc.boolean() },
   { weight: 1, arbitrary: fc.constantFrom(null, {}, [], [[]], { "": {} }) },
@@ -309,6 +316,29 @@ const GRAPH = {
   approval_matrix: [{ action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 }],
 };
 
+const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+
+/** Page tokens shaped like the service's own (base64url JSON `[timestamp, id]`) with odd contents. */
+const pageToken = fc.oneof(
+  { weight: 2, arbitrary: fc.constant("") },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.oneof(fc.date().map((d) => (Number.isNaN(d.getTime()) ? "x" : d.toISOString())), fc.constantFrom(-8.64e15, 8.64e15, 0, true, null, "")), fc.oneof(fc.string({ maxLength: 30 }), oddString))
+      .map(b64url),
+  },
+  { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }).map(b64url) },
+);
+
+/** Compact JWS-looking tokens: odd headers and claims, a signature of random bytes. */
+const forgedToken = fc
+  .tuple(
+    fc.oneof(fc.constantFrom({ alg: "EdDSA" }, { alg: "none" }, { alg: "HS256", kid: "k" }, {}), fc.record({ alg: fc.constant("EdDSA"), kid: oddString }), fc.jsonValue({ maxDepth: 2 })),
+    fc.oneof(fc.record({ iss: fc.string(), org: fc.constant(ref("organization")), jti: fc.constant(ref("capability")), exp: oddNumber }, { requiredKeys: [] }), fc.jsonValue({ maxDepth: 2 })),
+    fc.uint8Array({ minLength: 0, maxLength: 70 }),
+  )
+  .map(([h, c, sig]) => `${b64url(h)}.${b64url(c)}.${Buffer.from(sig).toString("base64url")}`);
+
 /**
  * Plausible values of a field, by its proto name (any message, any RPC):
  * ids of fixtures that exist, fresh names and keys, values the service accepts.
@@ -331,7 +361,7 @@ const BY_NAME: Record<string, fc.Arbitrary<unknown> | ((proto: Proto) => fc.Arbi
   name: fc.constant(fresh("name")),
   external_ref: fc.constant(fresh("name")),
   display_name: fc.constantFrom("Pat Payables", "Ops desk"),
-  token: fc.constant(ref("capabilityToken")),
+  token: fc.oneof({ weight: 3, arbitrary: fc.constant(ref("capabilityToken")) }, { weight: 1, arbitrary: forgedToken }),
   action: fc.constantFrom("reference_noop", "vendor_payment"),
   actions: fc.constant([fresh("action")]),
   audience: fc.constant("erp-gateway"),
@@ -339,7 +369,7 @@ const BY_NAME: Record<string, fc.Arbitrary<unknown> | ((proto: Proto) => fc.Arbi
   version: fc.integer({ min: 1, max: 3 }),
   ttl_seconds: fc.integer({ min: 1, max: 3600 }),
   page_size: fc.integer({ min: 1, max: 100 }),
-  page_token: fc.constant(""),
+  page_token: pageToken,
   after_seq: fc.integer({ min: 0, max: 20 }),
   resource_path: fc.constant("resource"),
   context_bindings: fc.constant({ po: "context.po" }),
@@ -357,6 +387,9 @@ const BY_NAME: Record<string, fc.Arbitrary<unknown> | ((proto: Proto) => fc.Arbi
   resource: fc.constantFrom("", "invoice:INV-1"),
 };
 
+/** When a signed document says it was written: now, or an odd timestamp. */
+const SIGNED_AT = fc.oneof({ weight: 3, arbitrary: fc.constant(NOW) }, { weight: 1, arbitrary: oddTimestamp });
+
 /**
  * Signed documents, by the name of the bytes field that carries them: what an
  * agent (Intent, heartbeat) or adapter (receipt, report) signs.
@@ -370,22 +403,22 @@ const SIGNED_DOCS: Record<string, Record<string, fc.Arbitrary<unknown>>> = {
     counterparty: fc.constant("ACME Corp"),
     resource: fc.constantFrom("po:1", "invoice:INV-1"),
     context: fc.constant({ po: "1" }),
-    requested_at: fc.constant(NOW),
+    requested_at: SIGNED_AT,
     nonce: fc.constant(UUID),
   },
-  signed_body: { agent_id: fc.constant(ref("agent")), sent_at: fc.constant(NOW), nonce: fc.constant(UUID) },
+  signed_body: { agent_id: fc.constant(ref("agent")), sent_at: SIGNED_AT, nonce: fc.constant(UUID) },
   signed_receipt: {
     capability_id: CAPABILITY_IDS,
     receipt_id: fc.constant(UUID),
     status: fc.constantFrom("executed", "failed", "partial"),
     executed_fields: fc.constant({ po: "1" }),
-    reported_at: fc.constant(NOW),
+    reported_at: SIGNED_AT,
   },
   signed_report: {
     decision_id: fc.oneof({ weight: 3, arbitrary: fc.constant(ref("boundDecision")) }, { weight: 1, arbitrary: DECISION_IDS }),
     report_id: fc.constant(UUID),
     operation: fc.constantFrom({ po: "1" }, { po: "2", resource: "po:1" }),
-    reported_at: fc.constant(NOW),
+    reported_at: SIGNED_AT,
   },
 };
 
@@ -511,9 +544,9 @@ function fieldValue(field: DescField, proto: Proto, depth = 0): fc.Arbitrary<unk
 interface Draft {
   values: Record<string, unknown>;
   extra: Record<string, unknown>;
-  /** Replaces the JSON body (a JSON value) … */
+  /** Sometimes the whole body instead: any JSON value, or broken text. */
   whole?: { json: unknown } | { text: string };
-  /** … Connect only: the snake_case proto names instead of the JSON names (protobuf JSON accepts both). */
+  /** Connect only: the snake_case proto names instead of the JSON names (protobuf JSON accepts both). */
   protoNames: boolean;
 }
 

@@ -94,6 +94,21 @@ describe("execution receipts and reconciliation (early access)", () => {
     expect(rec.reconciled_at).toMatch(/\.\d{3}Z$/);
   });
 
+  it("refuses a reported_at that is not a real RFC 3339 instant in years 1970..9999 (422), storing nothing", async () => {
+    const { capabilityId } = await authorized("edge");
+    for (const reportedAt of ["-004714-11-23T00:00:00Z", "0000-01-01T00:00:00Z", "+010000-01-01T00:00:00.000Z", "2024-02-30T00:00:00Z", "2024-01-01T24:00:00Z", "2024-01-01", "9999-12-31T23:00:00-05:00"]) {
+      const receiptId = randomUUID();
+      const doc = { capability_id: capabilityId, receipt_id: receiptId, status: "executed", executed_fields: { po: "edge" }, reported_at: reportedAt };
+      const r = await signedPost(svc, "/v1alpha/execution-receipts", adapter.adapter_id, adapter.key, doc);
+      expect(r.status, `${reportedAt}: ${JSON.stringify(r.body)}`).toBe(422);
+      expect(r.body.errors).toContainEqual(expect.objectContaining({ field: "reported_at" }));
+      // Nothing was stored: the same receipt id with a good time is accepted as new.
+      const ok = await signedPost(svc, "/v1alpha/execution-receipts", adapter.adapter_id, adapter.key, { ...doc, reported_at: new Date().toISOString() });
+      expect(ok.status).toBe(200);
+      expect(ok.body.receipt_id).toBe(receiptId);
+    }
+  });
+
   it("MISMATCHED: a bound field differs from what was authorized", async () => {
     const { decisionId, capabilityId } = await authorized("2");
     expect((await receipt(destination, capabilityId, "executed", { po: "3", resource: "po:2" })).status).toBe(200);

@@ -95,3 +95,42 @@ describe("text Postgres cannot store, over JSON-only paths", () => {
     expect(detail.errors.map((e) => e.field)).toEqual(["name"]);
   });
 });
+
+describe("edges the API fuzz test found (each was a 500)", () => {
+  it("JSON nested deeper than 64 levels is refused with 422 too_deep, signed or not", async () => {
+    const deep = (n: number): unknown => (n === 0 ? "leaf" : [deep(n - 1)]);
+    const graph = await svc.v1("POST", "/v1/authority-graph/versions", { bearer: org.apiKey, body: `{"graph":{"x":${"[".repeat(10_000)}${"]".repeat(10_000)}}}` });
+    expect(graph.status, JSON.stringify(graph.body)).toBe(422);
+    expect(graph.body.errors[0]).toMatchObject({ code: "too_deep" });
+    for (const transport of TRANSPORTS) {
+      const res = await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId, { context: { x: deep(100) } })));
+      expectResult(res as never, 422, "validation_failed");
+      expect(res.body.errors[0].code).toBe("too_deep");
+      expect(res.body.errors[0].field).toMatch(/^context\.x(\[0\])+$/);
+    }
+  });
+
+  it("a page token holding an instant Postgres cannot store is a 422, not a query", async () => {
+    for (const t of [["-004713-11-23T23:59:59.999Z", ""], [-8640000000000000, ""], ["2024-01-01T00:00:00.000Z", 5]]) {
+      const token = Buffer.from(JSON.stringify(t)).toString("base64url");
+      for (const path of ["/v1/agents", "/v1/principals", "/v1/decisions"]) {
+        const res = await svc.v1("GET", `${path}?page_token=${token}`, { bearer: org.apiKey });
+        expect(res.status, `${path} ${JSON.stringify(t)}: ${JSON.stringify(res.body)}`).toBe(422);
+        expect(res.body.errors).toContainEqual(expect.objectContaining({ field: "page_token" }));
+      }
+    }
+  });
+
+  it("Connect ListEvidence with after_seq beyond 2^53 is INVALID_ARGUMENT, not a Postgres range error", async () => {
+    for (const afterSeq of ["9223372036854775807", "-9223372036854775808", "9007199254740992"]) {
+      const res = await svc.v1("POST", "/mandate.v1.EvidenceService/ListEvidence", {
+        headers: { authorization: `Bearer ${org.apiKey}`, "content-type": "application/json", "connect-protocol-version": "1" },
+        body: Buffer.from(JSON.stringify({ afterSeq })),
+      });
+      expect(res.status, `${afterSeq}: ${JSON.stringify(res.body)}`).toBe(400);
+      const detail = fromBinary(ErrorDetailSchema, Buffer.from(res.body.details[0].value, "base64"));
+      expect(detail).toMatchObject({ detail: "validation_failed" });
+      expect(detail.errors.map((e) => e.field)).toEqual(["after_seq"]);
+    }
+  });
+});
