@@ -53,15 +53,17 @@ export const capabilityStore = {
 
   /** Many capabilities by (organization, id) in one query; one entry per key, in order, null when absent. */
   async getMany(q: Queryable, keys: readonly { organizationId: string; capabilityId: string }[]): Promise<(CapabilityRow | null)[]> {
-    const { rows } = await q.query<CapabilityRow & { i: number }>({
+    // `= ANY` on the primary key: an index probe per id whatever the planner thinks of the array.
+    const { rows } = await q.query<CapabilityRow>({
       name: "capabilities_get_many",
-      text: `SELECT r.i::int AS i, c.* FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(organization_id, capability_id, i)
-               JOIN capabilities c ON c.organization_id = r.organization_id AND c.capability_id = r.capability_id`,
-      values: [keys.map((k) => k.organizationId), keys.map((k) => k.capabilityId)],
+      text: "SELECT * FROM capabilities WHERE capability_id = ANY($1::text[])",
+      values: [keys.map((k) => k.capabilityId)],
     });
-    const found: (CapabilityRow | null)[] = keys.map(() => null);
-    for (const { i, ...row } of rows) found[i - 1] = row;
-    return found;
+    const byId = new Map(rows.map((r) => [r.capability_id, r]));
+    return keys.map((k) => {
+      const row = byId.get(k.capabilityId);
+      return row && row.organization_id === k.organizationId ? row : null;
+    });
   },
 
   /**
@@ -95,9 +97,8 @@ export const capabilityStore = {
                 RETURNING 1
              ),
              records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")})
-             UPDATE capabilities c SET consumed_at = $14, consumed_by = w.by
-               FROM unnest($8::text[], $9::text[]) AS w(id, by)
-              WHERE c.capability_id = w.id AND EXISTS (SELECT 1 FROM head)
+             UPDATE capabilities c SET consumed_at = $14, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
+              WHERE c.capability_id = ANY($8::text[]) AND EXISTS (SELECT 1 FROM head)
               RETURNING c.*`,
       values: [...evidenceInsertValues(records), capabilityIds, by, last.seq, last.digest, organizationId, expectedSeq, consumedAt],
     });

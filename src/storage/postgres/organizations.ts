@@ -53,16 +53,14 @@ export const organizationStore = {
 
   /** The unrevoked key of each secret hash, in order; null for an unknown or revoked one. */
   async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
-    const { rows } = await q.query<ApiKeyRow & { i: number }>({
+    const { rows } = await q.query<ApiKeyRow & { secret_sha256: Buffer }>({
       name: "api_keys_find_live",
-      text: `SELECT r.i::int AS i, k.key_id, k.organization_id, k.name, k.permissions, k.created_at, k.revoked_at
-               FROM unnest($1::bytea[]) WITH ORDINALITY AS r(secret_sha256, i)
-               JOIN api_keys k ON k.secret_sha256 = r.secret_sha256 AND k.revoked_at IS NULL`,
+      text: `SELECT key_id, organization_id, name, permissions, created_at, revoked_at, secret_sha256
+               FROM api_keys WHERE secret_sha256 = ANY($1::bytea[]) AND revoked_at IS NULL`,
       values: [secretSha256s],
     });
-    const found: (ApiKeyRow | null)[] = secretSha256s.map(() => null);
-    for (const { i, ...row } of rows) found[i - 1] = row;
-    return found;
+    const byHash = new Map(rows.map(({ secret_sha256, ...row }) => [secret_sha256.toString("hex"), row]));
+    return secretSha256s.map((h) => byHash.get(h.toString("hex")) ?? null);
   },
 
   /** Lists an organization's keys, oldest first. */
