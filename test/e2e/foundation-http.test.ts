@@ -140,6 +140,34 @@ describe("one port, every protocol", () => {
     }
   });
 
+  it("gives gRPC-Web an ErrorDetail and INVALID_ARGUMENT for a message connect itself cannot decode", async () => {
+    // A frame claiming 5 bytes of protobuf that are not a valid message: refused before any interceptor runs.
+    const body = Buffer.from([0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    const res = await fetch(`${svc.baseUrl}/mandate.v1.SandboxService/CreateSandboxOrganization`, {
+      method: "POST",
+      headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "x-request-id": "gw-1" },
+      body,
+    });
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect(bytes[0]).toBe(0x80); // the trailer frame
+    const trailer = new Map(
+      bytes
+        .subarray(5, 5 + bytes.readUInt32BE(1))
+        .toString("latin1")
+        .split("\r\n")
+        .filter(Boolean)
+        .map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()] as [string, string]),
+    );
+    expect(trailer.get("grpc-status")).toBe("3");
+    const status = Buffer.from(trailer.get("grpc-status-details-bin") ?? "", "base64");
+    expect(status.length).toBeGreaterThan(0);
+    // google.rpc.Status: field 3 holds Any{type_url, value}; the ErrorDetail is the Any's value.
+    const text = status.toString("latin1");
+    expect(text).toContain("type.googleapis.com/mandate.v1.ErrorDetail");
+    expect(text).toContain("validation_failed");
+    expect(text).toContain("gw-1");
+  });
+
   it("serves /v1 JSON over h2c (HTTP/2 prior knowledge) as well as HTTP/1.1", async () => {
     const session = http2.connect(svc.baseUrl);
     try {
