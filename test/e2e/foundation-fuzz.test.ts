@@ -192,6 +192,38 @@ describe("malformed Connect and gRPC requests", () => {
     );
   });
 
+  it("over gRPC-Web never answer INTERNAL or UNKNOWN, and every error's trailer frame carries grpc-status-details-bin (300 runs)", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(...RPCS),
+        fc.oneof(
+          fc.uint8Array({ maxLength: 200 }).map((b) => {
+            const prefix = Buffer.alloc(5);
+            prefix.writeUInt32BE(b.length, 1);
+            return Buffer.concat([prefix, b]);
+          }),
+          fc.uint8Array({ maxLength: 60 }).map((b) => Buffer.from(b)),
+        ),
+        credentials,
+        async (rpc, frame, creds) => {
+          const res = await fetch(`${svc.baseUrl}/${rpc}`, { method: "POST", headers: { ...creds(), "content-type": "application/grpc-web+proto", "x-grpc-web": "1" }, body: frame });
+          const bytes = Buffer.from(await res.arrayBuffer());
+          let trailer = "";
+          for (let at = 0; at + 5 <= bytes.length; at += 5 + bytes.readUInt32BE(at + 1)) {
+            if (bytes[at]! & 0x80) trailer = bytes.subarray(at + 5, at + 5 + bytes.readUInt32BE(at + 1)).toString("latin1");
+          }
+          const grpcStatus = /grpc-status:\s*(\d+)/i.exec(trailer)?.[1] ?? res.headers.get("grpc-status") ?? undefined;
+          if (res.status >= 500 || grpcStatus === "13" || grpcStatus === "2" || grpcStatus === undefined) {
+            throw new Error(`${rpc} → HTTP ${res.status}, grpc-status ${grpcStatus}`);
+          }
+          const details = /grpc-status-details-bin:/i.test(trailer) || res.headers.has("grpc-status-details-bin");
+          if (grpcStatus !== "0" && !details) throw new Error(`${rpc} → grpc-status ${grpcStatus} without grpc-status-details-bin`);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it("over gRPC never answer INTERNAL or UNKNOWN, and every error carries grpc-status-details-bin (300 runs)", async () => {
     const session = http2.connect(svc.baseUrl);
     try {
