@@ -17,6 +17,7 @@ import {
   openLoop,
   signIntents,
   spawnMandate,
+  postgresCpuSeconds,
   startBenchPostgres,
   startBenchRedis,
   versus,
@@ -122,8 +123,13 @@ async function runPath(pgUrl: string, redisUrl: string | undefined, log: (line: 
     const forLight = rest.slice(0, Math.min(LIGHT_RUN, Math.floor(rest.length / 10)));
     const forRate = rest.slice(forLight.length, forLight.length + Math.min(RATE_RUN, Math.floor(rest.length / 3)));
     const forMax = rest.slice(forLight.length + forRate.length);
+    const [cpu0, pg0] = [svc.cpuTimes(), postgresCpuSeconds()];
     const verifyMax = await closedLoop(CONCURRENCY, forMax.length, (i) => verifyOk(forMax[i]!), PHASE_SECONDS);
-    log(describeRun(`verify+consume, max concurrency, ${ORGS} orgs`, verifyMax));
+    const [cpu1, pg1] = [svc.cpuTimes(), postgresCpuSeconds()];
+    const perConsume = (seconds: number) => fmt((seconds / Math.max(1, verifyMax.ok)) * 1e6);
+    log(
+      `${describeRun(`verify+consume, max concurrency, ${ORGS} orgs`, verifyMax)}   CPU per consume: service ${perConsume(cpu1.user - cpu0.user + cpu1.system - cpu0.system)} µs, Postgres ${perConsume(pg1 - pg0)} µs`,
+    );
     const verifyOneOrg = await closedLoop(CONCURRENCY, oneOrg.length, (i) => verifyOk(oneOrg[i]!), PHASE_SECONDS);
     log(describeRun("verify+consume, max concurrency, one org", verifyOneOrg));
     const verifyAtRate = await openLoop(RATE, forRate.length, (i) => verifyOk(forRate[i]!));

@@ -17,6 +17,7 @@ import {
   isMain,
   machineLine,
   openLoop,
+  postgresCpuSeconds,
   protoBytesField,
   protoVarintField,
   RawGrpcClient,
@@ -90,13 +91,15 @@ export async function runIntentsBench(log: (line: string) => void = console.log)
         // Signed right before each run: requested_at must stay within ±300 s.
         const batch = signIntents(agents, MAX_RUN);
         const cpu0 = svc.cpuTimes();
+        const pg0 = postgresCpuSeconds();
         max[transport] = await closedLoop(CONCURRENCY, MAX_RUN, ops[transport](batch), MAX_SECONDS);
         const cpu1 = svc.cpuTimes();
+        const pgPerDecision = ((postgresCpuSeconds() - pg0) / max[transport].ok) * 1e6;
         cpu.user += cpu1.user - cpu0.user;
         cpu.system += cpu1.system - cpu0.system;
         decisions += max[transport].ok;
         const perDecision = ((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / max[transport].ok) * 1e6;
-        log(`${describeRun(`${label}, max concurrency`, max[transport])}   service CPU ${fmt(perDecision)} µs/decision`);
+        log(`${describeRun(`${label}, max concurrency`, max[transport])}   CPU per decision: service ${fmt(perDecision)} µs, Postgres ${fmt(pgPerDecision)} µs`);
         atRate[transport] = await openLoop(RATE, RATE_RUN, ops[transport](signIntents(agents, RATE_RUN)));
         log(describeRun(`${label}, offered ${fmt(RATE)}/s`, atRate[transport]));
         light[transport] = await openLoop(LIGHT_RATE, LIGHT_RUN, ops[transport](signIntents(agents, LIGHT_RUN)));

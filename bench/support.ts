@@ -3,7 +3,7 @@
 // open- and a closed-loop load generator, and the figures they print. Asserts nothing.
 import { spawn, type ChildProcess } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
 import http2 from "node:http2";
@@ -64,6 +64,29 @@ export function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * CPU time, in seconds, of the machine's `postgres` processes so far (the bench's database is
+ * the only one running): its share of a run is the difference of two readings.
+ */
+export function postgresCpuSeconds(): number {
+  let ticks = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // exited meanwhile
+    }
+    const close = stat.lastIndexOf(") ");
+    if (!stat.slice(stat.indexOf("(") + 1, close).startsWith("postgres")) continue;
+    // After "(comm) ": utime and stime are the 12th and 13th fields, in clock ticks (USER_HZ 100).
+    const fields = stat.slice(close + 2).split(" ");
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / 100;
 }
 
 /** Something the bench started and must stop. */
