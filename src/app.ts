@@ -69,12 +69,14 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
 
     const policies = new Policies(db, evidence, new PolicyEngine());
     await policies.prepareStarter();
-    const organizations = new Organizations(db, config.limits, policies.installStarter);
-    const credentials = new Credentials(db, config.operatorKey);
-    const signatures = new AgentSignatures(db);
     // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
     const mirror = config.redisUrl ? CapabilityMirror.connect(config.redisUrl) : null;
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
+    const organizations = new Organizations(db, config.limits, policies.installStarter, evidence, async (id, state) => {
+      await mirror?.setOrganization(id, state).catch(mirrorError);
+    });
+    const credentials = new Credentials(db, config.operatorKey);
+    const signatures = new AgentSignatures(db);
     const agents = new Agents(db, evidence, signatures, async (a) => {
       await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);
     });

@@ -5,6 +5,7 @@ import type { Database } from "../storage/postgres/database.js";
 import { organizationStore, type ApiKeyRow, type OrganizationRow } from "../storage/postgres/organizations.js";
 import { PERMISSIONS, type OrgCaller, type Permission } from "./caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 
 /** The stored shapes this module hands to services. */
@@ -39,6 +40,9 @@ export class Organizations {
     private readonly db: Database,
     private readonly limits: Limits,
     private readonly initialize: OrganizationInitializer,
+    private readonly evidence: EvidenceLog,
+    /** Told of each committed state change (the Redis mirror of the consume recheck). */
+    private readonly stateChanged: (organizationId: string, state: OrganizationRow["state"]) => Promise<void> = async () => undefined,
   ) {}
 
   private async insertKey(tx: pg.PoolClient, organizationId: string, name: string, permissions: readonly Permission[]): Promise<CreatedKey> {
@@ -124,6 +128,28 @@ export class Organizations {
   /** Lists the caller's organization's keys. */
   listKeys(caller: OrgCaller): Promise<ApiKeyRow[]> {
     return organizationStore.listKeys(this.db.pool, caller.organizationId);
+  }
+
+  /**
+   * Suspends or reactivates an organization (the platform operator's call), with its
+   * evidence. While suspended, every Capability it issued fails closed at consume time.
+   * 404 for an unknown organization; 409 `invalid_transition` when it is already in `to`.
+   */
+  async setState(organizationId: string, to: OrganizationRow["state"]): Promise<OrganizationRow> {
+    const from = to === "suspended" ? "active" : "suspended";
+    const row = await this.db.transaction(async (tx) => {
+      const changed = await organizationStore.setState(tx, organizationId, from, to);
+      if (!changed) {
+        if (!(await organizationStore.get(tx, organizationId))) throw notFound("Organization");
+        throw new MandateError("invalid_transition", `The organization is already ${to}.`);
+      }
+      await this.evidence.append(tx, [
+        { organizationId, kind: to === "suspended" ? "organization.suspended" : "organization.reactivated", subjectId: organizationId, payload: { organization_id: organizationId, state: to } },
+      ]);
+      return changed;
+    });
+    await this.stateChanged(organizationId, to);
+    return row;
   }
 
   /** Revokes a key of the caller's organization; 404 for another organization's key. */

@@ -2,13 +2,16 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Organizations, ApiKeyRow, OrganizationRow } from "../domain/organizations.js";
 import { OrganizationService, SandboxService } from "../gen/mandate/v1/organizations_pb.js";
 import { anyCaller, orgCaller } from "./context.js";
-import { permissionFromProto, permissionToProto, ts } from "./convert.js";
+import { enumCodec, permissionFromProto, permissionToProto, ts } from "./convert.js";
+
+const organizationState = enumCodec(["active", "suspended"] as const, "state");
 
 const organization = (row: OrganizationRow) => ({
   organizationId: row.organization_id,
   name: row.name,
   sandbox: row.sandbox,
   createdAt: ts(row.created_at),
+  state: organizationState.toProto(row.state),
 });
 
 const apiKey = (row: ApiKeyRow) => ({
@@ -44,6 +47,14 @@ export class OrganizationServiceImpl implements ServiceImpl<typeof OrganizationS
 
   async revokeApiKey(req: { keyId: string }, ctx: HandlerContext) {
     return apiKey(await this.organizations.revokeKey(orgCaller(ctx), req.keyId));
+  }
+
+  async suspendOrganization(req: { organizationId: string }) {
+    return organization(await this.organizations.setState(req.organizationId, "suspended"));
+  }
+
+  async reactivateOrganization(req: { organizationId: string }) {
+    return organization(await this.organizations.setState(req.organizationId, "active"));
   }
 }
 

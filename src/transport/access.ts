@@ -27,6 +27,8 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "OrganizationService.CreateApiKey": org("ORG_ADMIN"),
   "OrganizationService.ListApiKeys": org("ORG_ADMIN"),
   "OrganizationService.RevokeApiKey": org("ORG_ADMIN"),
+  "OrganizationService.SuspendOrganization": { mode: "platform" },
+  "OrganizationService.ReactivateOrganization": { mode: "platform" },
   "PrincipalService.CreatePrincipal": org("ORG_ADMIN"),
   "PrincipalService.GetPrincipal": org(),
   "PrincipalService.ListPrincipals": org(),

@@ -8,6 +8,7 @@ import {
   newAgent,
   newAgentKey,
   newApiKey,
+  exportEvidence,
   newOrgFixture,
   publishPaymentsPolicy,
   paymentDoc,
@@ -149,6 +150,25 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
       expect(await capabilityState(svc, org.apiKey, c.capabilityId)).toBe("issued");
       // A mismatch is still reported as such: the presented values are checked before the live recheck.
       expectResult(await verify(svc, transport, org.apiKey, { ...c.presentation, audience: "x" }), 409, "capability_audience_mismatch");
+    });
+
+    it("suspending the organization (operator) → 403 for its tokens; reactivating it → the same token consumes", async () => {
+      const o = await newOrgFixture(svc);
+      const c = await allowedCapability(svc, await newAgent(svc, o));
+      const operator = { "x-service-operator-key": svc.operatorKey! };
+      // Only the platform operator decides this, never the organization's own keys.
+      expect((await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { bearer: o.apiKey, body: {} })).status).toBe(401);
+      const suspended = await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { headers: operator, body: {} });
+      expect(suspended).toMatchObject({ status: 200, body: { organization_id: o.organizationId, state: "suspended" } });
+      expect((await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { headers: operator, body: {} })).body.detail).toBe("invalid_transition");
+      expectResult(await verify(svc, transport, o.apiKey, c.presentation), 403, "capability_dependency_inactive");
+      expect(await capabilityState(svc, o.apiKey, c.capabilityId)).toBe("issued");
+      const reactivated = await svc.v1("POST", `/v1/organizations/${o.organizationId}/reactivate`, { headers: operator, body: {} });
+      expect(reactivated).toMatchObject({ status: 200, body: { state: "active" } });
+      expectConsumed(await verify(svc, transport, o.apiKey, c.presentation), c);
+      const kinds = (await exportEvidence(svc, o.apiKey)).records.map((r) => r.kind);
+      expect(kinds).toEqual(expect.arrayContaining(["organization.suspended", "organization.reactivated"]));
+      expect((await svc.v1("POST", "/v1/organizations/org_nope/suspend", { headers: operator, body: {} })).status).toBe(404);
     });
 
     it("suspending the agent → 403; reactivating it → the same token consumes", async () => {

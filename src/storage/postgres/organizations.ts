@@ -37,6 +37,12 @@ export const organizationStore = {
     return rows[0] ?? null;
   },
 
+  /** Moves an organization from `from` to `to`; null when it is not in `from` (or does not exist). */
+  async setState(q: Queryable, organizationId: string, from: OrganizationRow["state"], to: OrganizationRow["state"]): Promise<OrganizationRow | null> {
+    const { rows } = await q.query<OrganizationRow>("UPDATE organizations SET state = $3 WHERE organization_id = $1 AND state = $2 RETURNING *", [organizationId, from, to]);
+    return rows[0] ?? null;
+  },
+
   /** Inserts an API key by the SHA-256 of its secret. */
   async insertKey(
     q: Queryable,

@@ -71,6 +71,11 @@ export class CapabilityMirror {
     await multi.exec();
   }
 
+  /** Mirrors one organization's committed state. */
+  async setOrganization(organizationId: string, state: string): Promise<void> {
+    await this.client.set(this.key(organizationId, "org"), state);
+  }
+
   /** Mirrors one agent's committed state. */
   async setAgent(organizationId: string, agentId: string, state: string): Promise<void> {
     await this.client.set(this.key(organizationId, "agent", agentId), state);

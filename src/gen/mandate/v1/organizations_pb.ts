@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/organizations.proto.
  */
 export const file_mandate_v1_organizations: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tYW5kYXRlL3YxL29yZ2FuaXphdGlvbnMucHJvdG8SCm1hbmRhdGUudjEidgoMT3JnYW5pemF0aW9uEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB3NhbmRib3gYAyABKAgSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKQoZQ3JlYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJInYKGkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEi4KDG9yZ2FuaXphdGlvbhgDIAEoCzIYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIhgKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QiswEKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIrCgtwZXJtaXNzaW9ucxgDIAMoDjIWLm1hbmRhdGUudjEuUGVybWlzc2lvbhIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJQChNDcmVhdGVBcGlLZXlSZXF1ZXN0EgwKBG5hbWUYASABKAkSKwoLcGVybWlzc2lvbnMYAiADKA4yFi5tYW5kYXRlLnYxLlBlcm1pc3Npb24iogEKFENyZWF0ZUFwaUtleVJlc3BvbnNlEg4KBmtleV9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEgwKBG5hbWUYAyABKAkSKwoLcGVybWlzc2lvbnMYBCADKA4yFi5tYW5kYXRlLnYxLlBlcm1pc3Npb24SLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiFAoSTGlzdEFwaUtleXNSZXF1ZXN0IjsKE0xpc3RBcGlLZXlzUmVzcG9uc2USJAoIYXBpX2tleXMYASADKAsyEi5tYW5kYXRlLnYxLkFwaUtleSIlChNSZXZva2VBcGlLZXlSZXF1ZXN0Eg4KBmtleV9pZBgBIAEoCSIxCiBDcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uUmVxdWVzdBINCgVlbWFpbBgBIAEoCSJpCiFDcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uUmVzcG9uc2USFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSGgoSc3RhcnRlcl9wb2xpY3lfa2V5GAMgASgJKt0DCgpQZXJtaXNzaW9uEhoKFlBFUk1JU1NJT05fVU5TUEVDSUZJRUQQABInChRQRVJNSVNTSU9OX09SR19BRE1JThABGg3K8xgJT1JHX0FETUlOEisKFlBFUk1JU1NJT05fQUdFTlRfQURNSU4QAhoPyvMYC0FHRU5UX0FETUlOEi8KGFBFUk1JU1NJT05fUE9MSUNZX0FVVEhPUhADGhHK8xgNUE9MSUNZX0FVVEhPUhIzChpQRVJNSVNTSU9OX1BPTElDWV9BUFBST1ZFUhAEGhPK8xgPUE9MSUNZX0FQUFJPVkVSEiUKE1BFUk1JU1NJT05fUkVWSUVXRVIQBRoMyvMYCFJFVklFV0VSEjUKG1BFUk1JU1NJT05fQ0FQQUJJTElUWV9JU1NVRRAGGhTK8xgQQ0FQQUJJTElUWV9JU1NVRRI3ChxQRVJNSVNTSU9OX0NBUEFCSUxJVFlfVkVSSUZZEAcaFcrzGBFDQVBBQklMSVRZX1ZFUklGWRIvChhQRVJNSVNTSU9OX0RFQ0lTSU9OX1JFQUQQCBoRyvMYDURFQ0lTSU9OX1JFQUQSLwoYUEVSTUlTU0lPTl9FVklERU5DRV9SRUFEEAkaEcrzGA1FVklERU5DRV9SRUFEMusEChNPcmdhbml6YXRpb25TZXJ2aWNlEoEBChJDcmVhdGVPcmdhbml6YXRpb24SJS5tYW5kYXRlLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaJi5tYW5kYXRlLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlIhyC0+STAhY6ASoiES92MS9vcmdhbml6YXRpb25zEmkKD0dldE9yZ2FuaXphdGlvbhIiLm1hbmRhdGUudjEuR2V0T3JnYW5pemF0aW9uUmVxdWVzdBoYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIhiC0+STAhISEC92MS9vcmdhbml6YXRpb24SdwoMQ3JlYXRlQXBpS2V5Eh8ubWFuZGF0ZS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiAubWFuZGF0ZS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvb3JnYW5pemF0aW9uL2FwaS1rZXlzEnEKC0xpc3RBcGlLZXlzEh4ubWFuZGF0ZS52MS5MaXN0QXBpS2V5c1JlcXVlc3QaHy5tYW5kYXRlLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiIYLT5JMCGxIZL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cxJ5CgxSZXZva2VBcGlLZXkSHy5tYW5kYXRlLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaEi5tYW5kYXRlLnYxLkFwaUtleSI0gtPkkwIuOgEqIikvdjEvb3JnYW5pemF0aW9uL2FwaS1rZXlzL3trZXlfaWR9L3Jldm9rZTKxAQoOU2FuZGJveFNlcnZpY2USngEKGUNyZWF0ZVNhbmRib3hPcmdhbml6YXRpb24SLC5tYW5kYXRlLnYxLkNyZWF0ZVNhbmRib3hPcmdhbml6YXRpb25SZXF1ZXN0Gi0ubWFuZGF0ZS52MS5DcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uUmVzcG9uc2UiJILT5JMCHjoBKiIZL3YxL3NhbmRib3gvb3JnYW5pemF0aW9uc2IGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
+  fileDesc("Ch5tYW5kYXRlL3YxL29yZ2FuaXphdGlvbnMucHJvdG8SCm1hbmRhdGUudjEipAEKDE9yZ2FuaXphdGlvbhIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdzYW5kYm94GAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKBXN0YXRlGAUgASgOMh0ubWFuZGF0ZS52MS5Pcmdhbml6YXRpb25TdGF0ZSI1ChpTdXNwZW5kT3JnYW5pemF0aW9uUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiOAodUmVhY3RpdmF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIikKGUNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJ2ChpDcmVhdGVPcmdhbml6YXRpb25SZXNwb25zZRIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIuCgxvcmdhbml6YXRpb24YAyABKAsyGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiIYChZHZXRPcmdhbml6YXRpb25SZXF1ZXN0IrMBCgZBcGlLZXkSDgoGa2V5X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSKwoLcGVybWlzc2lvbnMYAyADKA4yFi5tYW5kYXRlLnYxLlBlcm1pc3Npb24SLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiUAoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJEisKC3Blcm1pc3Npb25zGAIgAygOMhYubWFuZGF0ZS52MS5QZXJtaXNzaW9uIqIBChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIMCgRuYW1lGAMgASgJEisKC3Blcm1pc3Npb25zGAQgAygOMhYubWFuZGF0ZS52MS5QZXJtaXNzaW9uEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhQKEkxpc3RBcGlLZXlzUmVxdWVzdCI7ChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiQKCGFwaV9rZXlzGAEgAygLMhIubWFuZGF0ZS52MS5BcGlLZXkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiMQogQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlcXVlc3QSDQoFZW1haWwYASABKAkiaQohQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlc3BvbnNlEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEhoKEnN0YXJ0ZXJfcG9saWN5X2tleRgDIAEoCSrdAwoKUGVybWlzc2lvbhIaChZQRVJNSVNTSU9OX1VOU1BFQ0lGSUVEEAASJwoUUEVSTUlTU0lPTl9PUkdfQURNSU4QARoNyvMYCU9SR19BRE1JThIrChZQRVJNSVNTSU9OX0FHRU5UX0FETUlOEAIaD8rzGAtBR0VOVF9BRE1JThIvChhQRVJNSVNTSU9OX1BPTElDWV9BVVRIT1IQAxoRyvMYDVBPTElDWV9BVVRIT1ISMwoaUEVSTUlTU0lPTl9QT0xJQ1lfQVBQUk9WRVIQBBoTyvMYD1BPTElDWV9BUFBST1ZFUhIlChNQRVJNSVNTSU9OX1JFVklFV0VSEAUaDMrzGAhSRVZJRVdFUhI1ChtQRVJNSVNTSU9OX0NBUEFCSUxJVFlfSVNTVUUQBhoUyvMYEENBUEFCSUxJVFlfSVNTVUUSNwocUEVSTUlTU0lPTl9DQVBBQklMSVRZX1ZFUklGWRAHGhXK8xgRQ0FQQUJJTElUWV9WRVJJRlkSLwoYUEVSTUlTU0lPTl9ERUNJU0lPTl9SRUFEEAgaEcrzGA1ERUNJU0lPTl9SRUFEEi8KGFBFUk1JU1NJT05fRVZJREVOQ0VfUkVBRBAJGhHK8xgNRVZJREVOQ0VfUkVBRCqTAQoRT3JnYW5pemF0aW9uU3RhdGUSIgoeT1JHQU5JWkFUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKQoZT1JHQU5JWkFUSU9OX1NUQVRFX0FDVElWRRABGgrK8xgGYWN0aXZlEi8KHE9SR0FOSVpBVElPTl9TVEFURV9TVVNQRU5ERUQQAhoNyvMYCXN1c3BlbmRlZDKYBwoTT3JnYW5pemF0aW9uU2VydmljZRKBAQoSQ3JlYXRlT3JnYW5pemF0aW9uEiUubWFuZGF0ZS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0GiYubWFuZGF0ZS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXNwb25zZSIcgtPkkwIWOgEqIhEvdjEvb3JnYW5pemF0aW9ucxJpCg9HZXRPcmdhbml6YXRpb24SIi5tYW5kYXRlLnYxLkdldE9yZ2FuaXphdGlvblJlcXVlc3QaGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiIYgtPkkwISEhAvdjEvb3JnYW5pemF0aW9uEncKDENyZWF0ZUFwaUtleRIfLm1hbmRhdGUudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBogLm1hbmRhdGUudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiJILT5JMCHjoBKiIZL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cxJxCgtMaXN0QXBpS2V5cxIeLm1hbmRhdGUudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gh8ubWFuZGF0ZS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIiGC0+STAhsSGS92MS9vcmdhbml6YXRpb24vYXBpLWtleXMSeQoMUmV2b2tlQXBpS2V5Eh8ubWFuZGF0ZS52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GhIubWFuZGF0ZS52MS5BcGlLZXkiNILT5JMCLjoBKiIpL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cy97a2V5X2lkfS9yZXZva2USjwEKE1N1c3BlbmRPcmdhbml6YXRpb24SJi5tYW5kYXRlLnYxLlN1c3BlbmRPcmdhbml6YXRpb25SZXF1ZXN0GhgubWFuZGF0ZS52MS5Pcmdhbml6YXRpb24iNoLT5JMCMDoBKiIrL3YxL29yZ2FuaXphdGlvbnMve29yZ2FuaXphdGlvbl9pZH0vc3VzcGVuZBKYAQoWUmVhY3RpdmF0ZU9yZ2FuaXphdGlvbhIpLm1hbmRhdGUudjEuUmVhY3RpdmF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiI5gtPkkwIzOgEqIi4vdjEvb3JnYW5pemF0aW9ucy97b3JnYW5pemF0aW9uX2lkfS9yZWFjdGl2YXRlMrEBCg5TYW5kYm94U2VydmljZRKeAQoZQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvbhIsLm1hbmRhdGUudjEuQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlcXVlc3QaLS5tYW5kYXRlLnYxLkNyZWF0ZVNhbmRib3hPcmdhbml6YXRpb25SZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvc2FuZGJveC9vcmdhbml6YXRpb25zYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
 
 /**
  * An organization.
@@ -43,6 +43,11 @@ export type Organization = Message<"mandate.v1.Organization"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp;
+
+  /**
+   * @generated from field: mandate.v1.OrganizationState state = 5;
+   */
+  state: OrganizationState;
 };
 
 /**
@@ -51,6 +56,44 @@ export type Organization = Message<"mandate.v1.Organization"> & {
  */
 export const OrganizationSchema: GenMessage<Organization> = /*@__PURE__*/
   messageDesc(file_mandate_v1_organizations, 0);
+
+/**
+ * Request of SuspendOrganization.
+ *
+ * @generated from message mandate.v1.SuspendOrganizationRequest
+ */
+export type SuspendOrganizationRequest = Message<"mandate.v1.SuspendOrganizationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message mandate.v1.SuspendOrganizationRequest.
+ * Use `create(SuspendOrganizationRequestSchema)` to create a new message.
+ */
+export const SuspendOrganizationRequestSchema: GenMessage<SuspendOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_organizations, 1);
+
+/**
+ * Request of ReactivateOrganization.
+ *
+ * @generated from message mandate.v1.ReactivateOrganizationRequest
+ */
+export type ReactivateOrganizationRequest = Message<"mandate.v1.ReactivateOrganizationRequest"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+};
+
+/**
+ * Describes the message mandate.v1.ReactivateOrganizationRequest.
+ * Use `create(ReactivateOrganizationRequestSchema)` to create a new message.
+ */
+export const ReactivateOrganizationRequestSchema: GenMessage<ReactivateOrganizationRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_organizations, 2);
 
 /**
  * Request of CreateOrganization.
@@ -71,7 +114,7 @@ export type CreateOrganizationRequest = Message<"mandate.v1.CreateOrganizationRe
  * Use `create(CreateOrganizationRequestSchema)` to create a new message.
  */
 export const CreateOrganizationRequestSchema: GenMessage<CreateOrganizationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 1);
+  messageDesc(file_mandate_v1_organizations, 3);
 
 /**
  * Response of CreateOrganization.
@@ -102,7 +145,7 @@ export type CreateOrganizationResponse = Message<"mandate.v1.CreateOrganizationR
  * Use `create(CreateOrganizationResponseSchema)` to create a new message.
  */
 export const CreateOrganizationResponseSchema: GenMessage<CreateOrganizationResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 2);
+  messageDesc(file_mandate_v1_organizations, 4);
 
 /**
  * Request of GetOrganization.
@@ -117,7 +160,7 @@ export type GetOrganizationRequest = Message<"mandate.v1.GetOrganizationRequest"
  * Use `create(GetOrganizationRequestSchema)` to create a new message.
  */
 export const GetOrganizationRequestSchema: GenMessage<GetOrganizationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 3);
+  messageDesc(file_mandate_v1_organizations, 5);
 
 /**
  * An API key's metadata; the secret is never returned after creation.
@@ -158,7 +201,7 @@ export type ApiKey = Message<"mandate.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 4);
+  messageDesc(file_mandate_v1_organizations, 6);
 
 /**
  * Request of CreateApiKey.
@@ -186,7 +229,7 @@ export type CreateApiKeyRequest = Message<"mandate.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 5);
+  messageDesc(file_mandate_v1_organizations, 7);
 
 /**
  * Response of CreateApiKey.
@@ -227,7 +270,7 @@ export type CreateApiKeyResponse = Message<"mandate.v1.CreateApiKeyResponse"> & 
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 6);
+  messageDesc(file_mandate_v1_organizations, 8);
 
 /**
  * Request of ListApiKeys.
@@ -242,7 +285,7 @@ export type ListApiKeysRequest = Message<"mandate.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 7);
+  messageDesc(file_mandate_v1_organizations, 9);
 
 /**
  * Response of ListApiKeys.
@@ -261,7 +304,7 @@ export type ListApiKeysResponse = Message<"mandate.v1.ListApiKeysResponse"> & {
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 8);
+  messageDesc(file_mandate_v1_organizations, 10);
 
 /**
  * Request of RevokeApiKey.
@@ -280,7 +323,7 @@ export type RevokeApiKeyRequest = Message<"mandate.v1.RevokeApiKeyRequest"> & {
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 9);
+  messageDesc(file_mandate_v1_organizations, 11);
 
 /**
  * Request of CreateSandboxOrganization.
@@ -301,7 +344,7 @@ export type CreateSandboxOrganizationRequest = Message<"mandate.v1.CreateSandbox
  * Use `create(CreateSandboxOrganizationRequestSchema)` to create a new message.
  */
 export const CreateSandboxOrganizationRequestSchema: GenMessage<CreateSandboxOrganizationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 10);
+  messageDesc(file_mandate_v1_organizations, 12);
 
 /**
  * Response of CreateSandboxOrganization (spec endpoint 1).
@@ -334,7 +377,7 @@ export type CreateSandboxOrganizationResponse = Message<"mandate.v1.CreateSandbo
  * Use `create(CreateSandboxOrganizationResponseSchema)` to create a new message.
  */
 export const CreateSandboxOrganizationResponseSchema: GenMessage<CreateSandboxOrganizationResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 11);
+  messageDesc(file_mandate_v1_organizations, 13);
 
 /**
  * Permissions an API key may hold (DESIGN §3).
@@ -400,6 +443,34 @@ export const PermissionSchema: GenEnum<Permission> = /*@__PURE__*/
   enumDesc(file_mandate_v1_organizations, 0);
 
 /**
+ * Whether an organization's Capabilities may be consumed.
+ *
+ * @generated from enum mandate.v1.OrganizationState
+ */
+export enum OrganizationState {
+  /**
+   * @generated from enum value: ORGANIZATION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: ORGANIZATION_STATE_ACTIVE = 1;
+   */
+  ACTIVE = 1,
+
+  /**
+   * @generated from enum value: ORGANIZATION_STATE_SUSPENDED = 2;
+   */
+  SUSPENDED = 2,
+}
+
+/**
+ * Describes the enum mandate.v1.OrganizationState.
+ */
+export const OrganizationStateSchema: GenEnum<OrganizationState> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_organizations, 1);
+
+/**
  * Organizations scope everything else; API keys authenticate their callers.
  *
  * @generated from service mandate.v1.OrganizationService
@@ -454,6 +525,27 @@ export const OrganizationService: GenService<{
     methodKind: "unary";
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof ApiKeySchema;
+  },
+  /**
+   * Suspends an organization (operator key only): from then on every Capability it issued
+   * fails closed at consume time, until it is reactivated. Already suspended: 409.
+   *
+   * @generated from rpc mandate.v1.OrganizationService.SuspendOrganization
+   */
+  suspendOrganization: {
+    methodKind: "unary";
+    input: typeof SuspendOrganizationRequestSchema;
+    output: typeof OrganizationSchema;
+  },
+  /**
+   * Reactivates a suspended organization (operator key only). Already active: 409.
+   *
+   * @generated from rpc mandate.v1.OrganizationService.ReactivateOrganization
+   */
+  reactivateOrganization: {
+    methodKind: "unary";
+    input: typeof ReactivateOrganizationRequestSchema;
+    output: typeof OrganizationSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_mandate_v1_organizations, 0);
