@@ -64,6 +64,10 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
                 ? "unavailable"
                 : "internal";
     const [status, grpc] = STATUS[code];
+    // connect's JSON decoder recurses: a document nested thousands deep overflows the stack there.
+    if (code === "validation_failed" && /maximum call stack size exceeded/i.test(err.rawMessage)) {
+      return { code, message: "The message is nested too deeply.", errors: [{ field: "(body)", code: "too_deep", message: "nested too deeply" }], status, grpc };
+    }
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };
   }
   if (isUnstorableText(err)) {

@@ -110,6 +110,17 @@ describe("edges the API fuzz test found (each was a 500)", () => {
     }
   });
 
+  it("Connect JSON nested thousands deep (which overflows connect's decoder) says so, as INVALID_ARGUMENT", async () => {
+    const res = await svc.v1("POST", "/mandate.v1.AuthorityGraphService/CreateGraphVersion", {
+      headers: { authorization: `Bearer ${org.apiKey}`, "content-type": "application/json", "connect-protocol-version": "1" },
+      body: Buffer.from(`{"graph":{"x":${"[".repeat(20_000)}${"]".repeat(20_000)}}}`),
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    const detail = fromBinary(ErrorDetailSchema, Buffer.from(res.body.details[0].value, "base64"));
+    expect(detail).toMatchObject({ detail: "validation_failed", message: "The message is nested too deeply." });
+    expect(detail.errors.map((e) => e.code)).toEqual(["too_deep"]);
+  });
+
   it("a page token holding an instant Postgres cannot store is a 422, not a query", async () => {
     for (const t of [["-004713-11-23T23:59:59.999Z", ""], [-8640000000000000, ""], ["2024-01-01T00:00:00.000Z", 5]]) {
       const token = Buffer.from(JSON.stringify(t)).toString("base64url");
