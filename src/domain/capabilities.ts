@@ -294,7 +294,7 @@ export class Capabilities {
     const consumedAt = new Date();
     const records = await this.evidence.seal(head, batch.map((i) => consumedEntry(i.row, i.by, consumedAt)), consumedAt);
     const rows = await capabilityStore
-      .consumeWithEvidence(this.db.pool, organizationId, head.seq, records, batch.map((i) => i.row.capability_id), batch.map((i) => i.by), consumedAt)
+      .consumeWithEvidence(this.db.pool, organizationId, head, records, batch.map((i) => i.row.capability_id), batch.map((i) => i.by), consumedAt)
       // A deadlock or serialization failure aborted the statement: nothing was written.
       .catch((err: unknown) => (isConflict(err) ? null : Promise.reject(err)));
     const last = records[records.length - 1]!;

@@ -57,7 +57,7 @@ export class DecisionWriter {
     batch.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
     const certificateIds = [...new Set(batch.map((p) => p.certificateId))];
     const committed = await decisionStore
-      .insertWithEvidence(this.db.pool, organizationId, head.seq, records, batch.map((p) => p.decision), certificateIds)
+      .insertWithEvidence(this.db.pool, organizationId, head, records, batch.map((p) => p.decision), certificateIds)
       // A deadlock or serialization failure aborted the statement: nothing was written.
       .catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
     const last = records[records.length - 1]!;

@@ -69,14 +69,14 @@ export const capabilityStore = {
   /**
    * The consume's fast path, ONE autocommitted statement: consumes every listed capability
    * (distinct ids, `consumedAt` as their time) with its evidence records, moving the
-   * organization's chain head on from `expectedSeq`, but only if the head is still there and
+   * organization's chain head on from `expected` (seq and digest), but only if the head is still there and
    * every one of them is consumable. Returns the consumed rows, or null having written nothing.
    * The rows are locked (in id order) before the head is, as the locking path does.
    */
   async consumeWithEvidence(
     q: Queryable,
     organizationId: string,
-    expectedSeq: number,
+    expected: { seq: number; digest: string | null },
     records: readonly EvidenceRecord[],
     capabilityIds: readonly string[],
     by: readonly string[],
@@ -93,14 +93,14 @@ export const capabilityStore = {
              ),
              head AS (
                UPDATE evidence_heads SET seq = $10, digest = $11
-                WHERE organization_id = $12 AND seq = $13 AND (SELECT count(*) FROM consumable) = cardinality($8::text[])
+                WHERE organization_id = $12 AND seq = $13 AND digest = $15 AND (SELECT count(*) FROM consumable) = cardinality($8::text[])
                 RETURNING 1
              ),
              records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")})
              UPDATE capabilities c SET consumed_at = $14, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
               WHERE c.capability_id = ANY($8::text[]) AND EXISTS (SELECT 1 FROM head)
               RETURNING c.*`,
-      values: [...evidenceInsertValues(records), capabilityIds, by, last.seq, last.digest, organizationId, expectedSeq, consumedAt],
+      values: [...evidenceInsertValues(records), capabilityIds, by, last.seq, last.digest, organizationId, expected.seq, consumedAt, expected.digest ?? ""],
     });
     return rows.length > 0 ? rows : null;
   },

@@ -127,7 +127,8 @@ export const decisionStore = {
 
   /**
    * The group commit's fast path, ONE autocommitted statement: stores the decisions and their
-   * evidence records and moves the organization's chain head on from `expectedSeq`, but only
+   * evidence records and moves the organization's chain head on from `expected` (seq and
+   * digest: a head predicted from a group that never committed cannot match), but only
    * if the head is still there and every signing certificate and its agent are still active.
    * Returns false, having written nothing, otherwise (the caller takes the locking path).
    *
@@ -138,7 +139,7 @@ export const decisionStore = {
   async insertWithEvidence(
     q: Queryable,
     organizationId: string,
-    expectedSeq: number,
+    expected: { seq: number; digest: string | null },
     records: readonly EvidenceRecord[],
     ds: readonly NewDecision[],
     certificateIds: readonly string[],
@@ -157,13 +158,13 @@ export const decisionStore = {
              signers_live AS (SELECT (SELECT count(*) FROM live_signers) = cardinality($25::text[]) AS ok),
              head AS (
                UPDATE evidence_heads SET seq = $26, digest = $27
-                WHERE organization_id = $28 AND seq = $29 AND (SELECT ok FROM signers_live)
+                WHERE organization_id = $28 AND seq = $29 AND digest = $30 AND (SELECT ok FROM signers_live)
                 RETURNING 1
              ),
              records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")}),
              decisions AS (${decisionsInsert(7, "WHERE EXISTS (SELECT 1 FROM head)")})
              SELECT EXISTS (SELECT 1 FROM head) AS committed`,
-      values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds), certificateIds, last.seq, last.digest, organizationId, expectedSeq],
+      values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds), certificateIds, last.seq, last.digest, organizationId, expected.seq, expected.digest ?? ""],
     });
     return rows[0]!.committed;
   },
