@@ -1,7 +1,7 @@
 import { errors as joseErrors, jwtVerify, SignJWT, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import type { Database } from "../storage/postgres/database.js";
-import { isConflict, isUniqueViolation } from "../storage/postgres/database.js";
+import { isUniqueViolation } from "../storage/postgres/database.js";
 import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import type { OrgCaller } from "./caller.js";
@@ -276,31 +276,26 @@ export class Capabilities {
   }
 
   /**
-   * Commits a group of consumes. The usual case is one statement and no prior lock (the
-   * chain head this process last wrote is checked, the rows are locked and checked in the
-   * same statement); a group with any refusal, twin or moved head takes the locking path.
+   * Commits a group of consumes. The usual case is one statement and no prior lock
+   * (EvidenceLog.appendChecked: the chain head is checked, the rows are locked and checked in
+   * the same statement); a group with any refusal, twin or moved head takes the locking path.
    */
   private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
-    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length) {
-      // Another writer (an issue, a lifecycle change) may have moved the head: one more try on the current head.
-      if ((await this.commitConsumesFast(batch, false)) || (await this.commitConsumesFast(batch, true))) return new Map();
-    }
+    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length && (await this.commitConsumesChecked(batch))) return new Map();
     return this.commitConsumesLocking(batch);
   }
 
-  private async commitConsumesFast(batch: readonly ConsumeItem[], freshHead: boolean): Promise<boolean> {
+  private async commitConsumesChecked(batch: readonly ConsumeItem[]): Promise<boolean> {
     const organizationId = batch[0]!.row.organization_id;
-    const head = await this.evidence.lastHead(organizationId, freshHead);
     const consumedAt = new Date();
-    const records = await this.evidence.seal(head, batch.map((i) => consumedEntry(i.row, i.by, consumedAt)), consumedAt);
-    const rows = await capabilityStore
-      .consumeWithEvidence(this.db.pool, organizationId, head, records, batch.map((i) => i.row.capability_id), batch.map((i) => i.by), consumedAt)
-      // A deadlock or serialization failure aborted the statement: nothing was written.
-      .catch((err: unknown) => (isConflict(err) ? null : Promise.reject(err)));
-    const last = records[records.length - 1]!;
-    this.evidence.noteHead(organizationId, rows ? { seq: last.seq, digest: last.digest } : null);
+    let rows: CapabilityRow[] | null = null;
+    await this.evidence.appendChecked(batch.map((i) => consumedEntry(i.row, i.by, consumedAt)), consumedAt, async (head, records) => {
+      const ids = batch.map((i) => i.row.capability_id);
+      rows = await capabilityStore.consumeWithEvidence(this.db.pool, organizationId, head, records, ids, batch.map((i) => i.by), consumedAt);
+      return rows !== null;
+    });
     if (!rows) return false;
-    const byId = new Map(rows.map((r) => [r.capability_id, r]));
+    const byId = new Map((rows as CapabilityRow[]).map((r) => [r.capability_id, r]));
     for (const item of batch) item.consumed = byId.get(item.row.capability_id)!;
     return true;
   }

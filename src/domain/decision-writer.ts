@@ -1,4 +1,4 @@
-import { isConflict, type Database } from "../storage/postgres/database.js";
+import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
 import type { MandateError } from "./errors.js";
 import { GroupCommit } from "./group-commit.js";
@@ -37,32 +37,24 @@ export class DecisionWriter {
 
   /**
    * Commits the group's admissible decisions; returns the refused ones with their error.
-   * The usual case takes one statement and no lock: the chain head this process last wrote
+   * The usual case takes one statement and no lock (EvidenceLog.appendChecked): the chain head
    * is checked, not locked, and the signers are checked live in the same statement. A group
    * with a suspended signer, or whose check fails (another writer moved the chain, a signer
    * changed state), takes the locking path, which sorts out every item.
    */
   private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
-    if (batch.every((p) => p.decision.reason !== "agent_suspended")) {
-      // Another writer may have moved the head since this process last wrote: one more try on the current head.
-      if ((await this.commitFast(batch, false)) || (await this.commitFast(batch, true))) return new Map();
-    }
+    if (batch.every((p) => p.decision.reason !== "agent_suspended") && (await this.commitChecked(batch))) return new Map();
     return this.commitLocking(batch);
   }
 
-  private async commitFast(batch: readonly Pending[], freshHead: boolean): Promise<boolean> {
+  private async commitChecked(batch: readonly Pending[]): Promise<boolean> {
     const organizationId = batch[0]!.decision.organization_id;
-    const head = await this.evidence.lastHead(organizationId, freshHead);
-    const records = await this.evidence.seal(head, batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at);
-    batch.forEach((p, i) => (p.decision.evidence_id = records[i]!.evidence_id));
     const certificateIds = [...new Set(batch.map((p) => p.certificateId))];
-    const committed = await decisionStore
-      .insertWithEvidence(this.db.pool, organizationId, head, records, batch.map((p) => p.decision), certificateIds)
-      // A deadlock or serialization failure aborted the statement: nothing was written.
-      .catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
-    const last = records[records.length - 1]!;
-    this.evidence.noteHead(organizationId, committed ? { seq: last.seq, digest: last.digest } : null);
-    return committed;
+    const records = await this.evidence.appendChecked(batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at, (head, sealed) => {
+      batch.forEach((p, i) => (p.decision.evidence_id = sealed[i]!.evidence_id));
+      return decisionStore.insertWithEvidence(this.db.pool, organizationId, head, sealed, batch.map((p) => p.decision), certificateIds);
+    });
+    return records !== null;
   }
 
   private entryOf(p: Pending): EvidenceEntry {

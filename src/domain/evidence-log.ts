@@ -1,7 +1,7 @@
 import type { KeyObject } from "node:crypto";
 import { generateEvidenceKey, importEd25519PublicJwk, EvidenceKeyring } from "../evidence/keys.js";
 import { newEvidenceId, sealChain, type EvidenceRecord } from "../evidence/record.js";
-import type { Database, Queryable } from "../storage/postgres/database.js";
+import { isConflict, type Database, type Queryable } from "../storage/postgres/database.js";
 import { evidenceStore } from "../storage/postgres/evidence.js";
 
 /** What a caller records; the log adds id, position, link, time and signature. */
@@ -115,21 +115,33 @@ export class EvidenceLog {
   }
 
   /**
-   * The organization's chain head as this process last saw it: a guess for writers that
-   * append with a check on the head instead of a lock (read from Postgres when unknown or
-   * when `fresh` is asked for).
+   * Appends entries of one organization without the chain lock, for writers whose records
+   * and rows go in ONE statement that checks the head (seq and digest) instead. The entries
+   * are sealed on the head this process last wrote and handed to `write`, which stores them
+   * only if that is still the head and says whether it did. If another writer moved the
+   * chain, once more on the current head. Returns the records written, or null when nothing
+   * was (the caller then takes its locking path). A deadlock or serialization failure of
+   * `write` counts as nothing written: the statement was aborted whole.
    */
-  async lastHead(organizationId: string, fresh = false): Promise<ChainHead> {
-    return (!fresh && this.heads.get(organizationId)) || (await evidenceStore.head(this.db.pool, organizationId));
-  }
-
-  /** Records the head a writer just committed, or forgets a guess that proved stale. */
-  noteHead(organizationId: string, head: ChainHead | null): void {
-    if (!head) this.heads.delete(organizationId);
-    else {
-      if (this.heads.size > 50_000) this.heads.clear();
-      this.heads.set(organizationId, head);
+  async appendChecked(
+    entries: readonly EvidenceEntry[],
+    now: Date,
+    write: (head: ChainHead, records: readonly EvidenceRecord[]) => Promise<boolean>,
+  ): Promise<EvidenceRecord[] | null> {
+    const organizationId = entries[0]!.organizationId;
+    for (const fresh of [false, true]) {
+      const head = (!fresh && this.heads.get(organizationId)) || (await evidenceStore.head(this.db.pool, organizationId));
+      const records = await this.seal(head, entries, now);
+      const written = await write(head, records).catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
+      const last = records[records.length - 1]!;
+      if (written) {
+        if (this.heads.size > 50_000) this.heads.clear();
+        this.heads.set(organizationId, { seq: last.seq, digest: last.digest });
+        return records;
+      }
+      this.heads.delete(organizationId);
     }
+    return null;
   }
 
   /** One record of the organization, or null. */
