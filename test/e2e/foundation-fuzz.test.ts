@@ -167,6 +167,16 @@ const RPCS = [
   "mandate.v1.OrganizationService/RevokeApiKey",
 ];
 
+/** gRPC and gRPC-Web bodies: a well-framed message of random bytes, or broken framing altogether. */
+const frames = fc.oneof(
+  fc.uint8Array({ maxLength: 200 }).map((b) => {
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(b.length, 1);
+    return Buffer.concat([prefix, b]);
+  }),
+  fc.uint8Array({ maxLength: 60 }).map((b) => Buffer.from(b)),
+);
+
 describe("malformed Connect and gRPC requests", () => {
   it("over the Connect protocol never answer 5xx, and every error carries a mandate.v1.ErrorDetail (300 runs)", async () => {
     await fc.assert(
@@ -196,14 +206,7 @@ describe("malformed Connect and gRPC requests", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom(...RPCS),
-        fc.oneof(
-          fc.uint8Array({ maxLength: 200 }).map((b) => {
-            const prefix = Buffer.alloc(5);
-            prefix.writeUInt32BE(b.length, 1);
-            return Buffer.concat([prefix, b]);
-          }),
-          fc.uint8Array({ maxLength: 60 }).map((b) => Buffer.from(b)),
-        ),
+        frames,
         credentials,
         async (rpc, frame, creds) => {
           const res = await fetch(`${svc.baseUrl}/${rpc}`, { method: "POST", headers: { ...creds(), "content-type": "application/grpc-web+proto", "x-grpc-web": "1" }, body: frame });
@@ -230,16 +233,7 @@ describe("malformed Connect and gRPC requests", () => {
       await fc.assert(
         fc.asyncProperty(
           fc.constantFrom(...RPCS),
-          fc.oneof(
-            // A well-framed message of random bytes…
-            fc.uint8Array({ maxLength: 200 }).map((b) => {
-              const prefix = Buffer.alloc(5);
-              prefix.writeUInt32BE(b.length, 1);
-              return Buffer.concat([prefix, b]);
-            }),
-            // …or broken framing altogether.
-            fc.uint8Array({ maxLength: 60 }).map((b) => Buffer.from(b)),
-          ),
+          frames,
           credentials,
           async (rpc, frame, creds) => {
             const { status, grpcStatus, details } = await new Promise<{ status: number; grpcStatus: string | undefined; details: string | undefined }>((resolve, reject) => {
