@@ -271,33 +271,49 @@ export class Capabilities {
    */
   private async consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
     const item: ConsumeItem = { row, by: caller.identity, consumed: null };
-    await this.consumes.submit(caller.organizationId, item);
+    // One lane for every organization: each group commits in one statement, however many it spans.
+    await this.consumes.submit("consumes", item);
     return item.consumed!;
   }
 
   /**
-   * Commits a group of consumes. The usual case is one statement and no prior lock
-   * (EvidenceLog.appendChecked: the chain head is checked, the rows are locked and checked in
-   * the same statement); a group with any refusal, twin or moved head takes the locking path.
+   * Commits a group of consumes, of any organizations. The usual case is one statement for
+   * the whole group and no prior lock (EvidenceLog.appendCheckedAcross: each organization's
+   * chain head is checked and its rows locked and checked in the same statement). An
+   * organization whose head another writer moved gets a second try on its current head; one
+   * with a refusal, or a group with a twin, takes the locking path, which sorts out every item.
    */
   private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
-    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length && (await this.commitConsumesChecked(batch))) return new Map();
-    return this.commitConsumesLocking(batch);
+    let pending = batch;
+    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length) {
+      for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) pending = await this.commitConsumesChecked(pending);
+    }
+    const byOrg = new Map<string, ConsumeItem[]>();
+    for (const i of pending) {
+      const items = byOrg.get(i.row.organization_id);
+      if (items) items.push(i);
+      else byOrg.set(i.row.organization_id, [i]);
+    }
+    const refusals = await Promise.all([...byOrg.values()].map((items) => this.commitConsumesLocking(items)));
+    return new Map(refusals.flatMap((r) => [...r]));
   }
 
-  private async commitConsumesChecked(batch: readonly ConsumeItem[]): Promise<boolean> {
-    const organizationId = batch[0]!.row.organization_id;
+  /** One statement for every organization in `batch`; returns the items of the organizations it did not write. */
+  private async commitConsumesChecked(batch: readonly ConsumeItem[]): Promise<ConsumeItem[]> {
     const consumedAt = new Date();
-    let rows: CapabilityRow[] | null = null;
-    await this.evidence.appendChecked(batch.map((i) => consumedEntry(i.row, i.by, consumedAt)), consumedAt, async (head, records) => {
-      const ids = batch.map((i) => i.row.capability_id);
-      rows = await capabilityStore.consumeWithEvidence(this.db.pool, organizationId, head, records, ids, batch.map((i) => i.by), consumedAt);
-      return rows !== null;
-    });
-    if (!rows) return false;
-    const byId = new Map((rows as CapabilityRow[]).map((r) => [r.capability_id, r]));
-    for (const item of batch) item.consumed = byId.get(item.row.capability_id)!;
-    return true;
+    let rows: CapabilityRow[] = [];
+    const { written } = await this.evidence.appendCheckedAcross(
+      batch.map((i) => consumedEntry(i.row, i.by, consumedAt)),
+      consumedAt,
+      async (moves, records) => {
+        const ids = batch.map((i) => i.row.capability_id);
+        rows = await capabilityStore.consumeWithEvidence(this.db.pool, moves, records, ids, batch.map((i) => i.by), batch.map((i) => i.row.organization_id), consumedAt);
+        return new Set(rows.map((r) => r.organization_id));
+      },
+    );
+    const byId = new Map(rows.map((r) => [r.capability_id, r]));
+    for (const item of batch) item.consumed = byId.get(item.row.capability_id) ?? null;
+    return batch.filter((i) => !written.has(i.row.organization_id));
   }
 
   private async commitConsumesLocking(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {

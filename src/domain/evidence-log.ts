@@ -2,7 +2,9 @@ import type { KeyObject } from "node:crypto";
 import { generateEvidenceKey, importEd25519PublicJwk, EvidenceKeyring } from "../evidence/keys.js";
 import { newEvidenceId, sealChain, type EvidenceRecord } from "../evidence/record.js";
 import { isConflict, type Database, type Queryable } from "../storage/postgres/database.js";
-import { evidenceStore } from "../storage/postgres/evidence.js";
+import { evidenceStore, type ChainHead, type HeadMove } from "../storage/postgres/evidence.js";
+
+export type { ChainHead, HeadMove };
 
 /** What a caller records; the log adds id, position, link, time and signature. */
 export interface EvidenceEntry {
@@ -12,11 +14,6 @@ export interface EvidenceEntry {
   payload: Record<string, unknown>;
 }
 
-/** Where an organization's chain ends: the last record's seq and digest (0 and null when empty). */
-export interface ChainHead {
-  seq: number;
-  digest: string | null;
-}
 
 /**
  * The signed, hash-chained evidence log. `append` runs inside the caller's
@@ -84,9 +81,13 @@ export class EvidenceLog {
   /** Appends entries of one organization in order, inside `tx`; returns the sealed records. */
   async append(tx: Queryable, entries: readonly EvidenceEntry[], now = new Date()): Promise<EvidenceRecord[]> {
     if (entries.length === 0) return [];
-    const head = await evidenceStore.lockHead(tx, entries[0]!.organizationId);
+    const organizationId = entries[0]!.organizationId;
+    const head = await evidenceStore.lockHead(tx, organizationId);
     const sealed = await this.seal(head, entries, now);
     await evidenceStore.append(tx, sealed);
+    // Remembered before `tx` commits: if it rolls back instead, the next checked write
+    // misses its head check and reads the real head, so a wrong guess costs one retry.
+    this.remember(organizationId, sealed);
     return sealed;
   }
 
@@ -133,15 +134,59 @@ export class EvidenceLog {
       const head = (!fresh && this.heads.get(organizationId)) || (await evidenceStore.head(this.db.pool, organizationId));
       const records = await this.seal(head, entries, now);
       const written = await write(head, records).catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
-      const last = records[records.length - 1]!;
       if (written) {
-        if (this.heads.size > 50_000) this.heads.clear();
-        this.heads.set(organizationId, { seq: last.seq, digest: last.digest });
+        this.remember(organizationId, records);
         return records;
       }
       this.heads.delete(organizationId);
     }
     return null;
+  }
+
+  /**
+   * appendChecked for entries of several organizations in ONE statement, without a retry.
+   * Each organization's entries (in their order) are sealed on the head this process last
+   * wrote; heads it does not know are read in one query. `write` stores each organization's
+   * share only if that organization's head is still where it was expected, and returns the
+   * organizations it wrote. Returns the records (one per entry, in order) and those
+   * organizations; the caller sends the others' entries down its one-organization path.
+   */
+  async appendCheckedAcross(
+    entries: readonly EvidenceEntry[],
+    now: Date,
+    write: (moves: readonly HeadMove[], records: readonly EvidenceRecord[]) => Promise<ReadonlySet<string>>,
+  ): Promise<{ records: EvidenceRecord[]; written: ReadonlySet<string> }> {
+    const byOrg = new Map<string, number[]>();
+    entries.forEach((e, i) => {
+      const at = byOrg.get(e.organizationId);
+      if (at) at.push(i);
+      else byOrg.set(e.organizationId, [i]);
+    });
+    const unknown = [...byOrg.keys()].filter((id) => !this.heads.has(id));
+    const read = unknown.length > 0 ? await evidenceStore.heads(this.db.pool, unknown) : new Map<string, ChainHead>();
+    const records: EvidenceRecord[] = new Array(entries.length);
+    const moves = await Promise.all(
+      [...byOrg].map(async ([organizationId, at]) => {
+        const expected = this.heads.get(organizationId) ?? read.get(organizationId)!;
+        const sealed = await this.seal(expected, at.map((i) => entries[i]!), now);
+        sealed.forEach((r, k) => (records[at[k]!] = r));
+        const last = sealed[sealed.length - 1]!;
+        return { organizationId, expected, next: { seq: last.seq, digest: last.digest } };
+      }),
+    );
+    const written = await write(moves, records).catch((err: unknown) => (isConflict(err) ? new Set<string>() : Promise.reject(err)));
+    for (const m of moves) {
+      if (written.has(m.organizationId)) this.remember(m.organizationId, [m.next]);
+      else this.heads.delete(m.organizationId);
+    }
+    return { records, written };
+  }
+
+  /** Notes where `records` (the last written) leave their organization's chain. */
+  private remember(organizationId: string, records: readonly { seq: number; digest: string | null }[]): void {
+    const last = records[records.length - 1]!;
+    if (this.heads.size > 50_000) this.heads.clear();
+    this.heads.set(organizationId, { seq: last.seq, digest: last.digest });
   }
 
   /** One record of the organization, or null. */

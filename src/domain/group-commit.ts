@@ -8,9 +8,10 @@ interface Queued<T> {
 }
 
 /**
- * Commits concurrent work of one organization together. Appends to an
- * organization's evidence chain serialize on its head row, so one transaction
- * per group pays that lock and one fsync for many items instead of one each.
+ * Commits concurrent work of one lane together: an organization (appends to
+ * its evidence chain serialize on its head row), or a writer that spans
+ * organizations in one statement. One statement or transaction per group pays
+ * the round trips, the lock and one fsync for many items instead of one each.
  * Nothing waits on a timer: whatever arrives while a group commits forms the
  * next group. `commit` returns the items it refused (with their error); the
  * others resolve once durable. If a whole group fails, each item is retried
@@ -21,17 +22,17 @@ export class GroupCommit<T> {
 
   constructor(private readonly commit: (batch: readonly T[]) => Promise<Map<T, unknown>>) {}
 
-  /** Queues `item` for its organization's next group; settles when committed or refused. */
-  submit(organizationId: string, item: T): Promise<void> {
+  /** Queues `item` for its lane's next group; settles when committed or refused. */
+  submit(lane: string, item: T): Promise<void> {
     return new Promise((resolve, reject) => {
       const queued = { item, resolve, reject };
-      const queue = this.queues.get(organizationId);
+      const queue = this.queues.get(lane);
       if (queue) {
         queue.push(queued);
         return;
       }
-      this.queues.set(organizationId, [queued]);
-      void this.drain(organizationId);
+      this.queues.set(lane, [queued]);
+      void this.drain(lane);
     });
   }
 
@@ -43,11 +44,11 @@ export class GroupCommit<T> {
     }
   }
 
-  private async drain(organizationId: string): Promise<void> {
+  private async drain(lane: string): Promise<void> {
     for (;;) {
-      const queue = this.queues.get(organizationId)!;
+      const queue = this.queues.get(lane)!;
       if (queue.length === 0) {
-        this.queues.delete(organizationId);
+        this.queues.delete(lane);
         return;
       }
       const group = queue.splice(0, MAX_BATCH);

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exportEvidence, newAgent, newOrgFixture, TRANSPORTS, type OrgFixture, type TestAgent } from "../support/agents.js";
 import { spawnService, type ServiceProcess } from "../support/process.js";
 import { sharedDatabaseUrl, sharedRedisUrl, startService, type TestService } from "../support/service.js";
-import { allowedCapability, capabilityState, instanceAt, verify, type Instance } from "./capabilities-support.js";
+import { verifyEvidenceExport } from "../../src/evidence/verify.js";
+import { allowedCapability, capabilityState, expectConsumed, instanceAt, verify, type Instance } from "./capabilities-support.js";
 
 /*
  * Issue 6 "Done when": 100 concurrent verifies of one token, spread over two
@@ -82,4 +83,41 @@ describe.each([
     const consumed = records.filter((r) => r.kind === "capability.consumed").map((r) => r.subject_id);
     expect(consumed.sort()).toEqual(caps.map((c) => c.capabilityId).sort());
   }, 300_000);
+
+  /*
+   * Consumes of every organization commit together, one statement per group. An organization
+   * whose share is refused (a replay, a revoked agent) or whose chain the other process moved
+   * meanwhile must not hold up, lose or corrupt the others' consumes.
+   */
+  it("concurrent consumes of several organizations on two processes: refusals stay with their organization, every chain verifies", async () => {
+    const orgs = await Promise.all(Array.from({ length: 4 }, () => newOrgFixture(local)));
+    const agents = await Promise.all(orgs.map((o) => newAgent(local, o)));
+    const fresh = (await Promise.all(agents.flatMap((a, k) => Array.from({ length: 8 }, (_, i) => allowedCapability((i + k) % 2 ? remote : local, a))))).map((c, i) => ({
+      ...c,
+      org: orgs[Math.floor(i / 8)]!,
+    }));
+    // Org 1: two tokens already consumed (replays now). Org 2: a second agent revoked after issue.
+    const replayed = fresh.filter((c) => c.org === orgs[1]).slice(0, 2);
+    for (const c of replayed) expectConsumed(await verify(local, "v1", c.org.apiKey, c.presentation), c);
+    const doomed = await newAgent(local, orgs[2]!);
+    const blocked = await Promise.all([0, 1, 2].map(() => allowedCapability(remote, doomed)));
+    expect((await local.v1("POST", `/v1/agents/${doomed.agentId}/revoke`, { bearer: orgs[2]!.apiKey, body: {} })).status).toBe(200);
+
+    const attempts = [
+      ...fresh.filter((c) => !replayed.includes(c)).map((c) => ({ c, apiKey: c.org.apiKey, want: "200" })),
+      ...replayed.map((c) => ({ c, apiKey: c.org.apiKey, want: "409 capability_consumed" })),
+      ...blocked.map((c) => ({ c, apiKey: orgs[2]!.apiKey, want: "403 capability_dependency_inactive" })),
+    ];
+    const results = await Promise.all(attempts.map((a, i) => verify(i % 2 ? remote : local, TRANSPORTS[(i >> 1) % 2]!, a.apiKey, a.c.presentation)));
+    expect(results.map((r) => (r.status === 200 ? "200" : `${r.status} ${r.detail}`))).toEqual(attempts.map((a) => a.want));
+    for (const c of blocked) expect(await capabilityState(local, orgs[2]!.apiKey, c.capabilityId)).toBe("issued");
+
+    for (const [k, o] of orgs.entries()) {
+      const exported = await exportEvidence(local, o.apiKey);
+      const verdict = verifyEvidenceExport(exported, { organizationId: o.organizationId });
+      expect(verdict.problems, `org ${k}`).toEqual([]);
+      const consumed = exported.records.filter((r) => r.kind === "capability.consumed").map((r) => r.subject_id);
+      expect(consumed.sort(), `org ${k}`).toEqual(fresh.filter((c) => c.org === o).map((c) => c.capabilityId).sort());
+    }
+  }, 120_000);
 });

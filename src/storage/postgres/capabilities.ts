@@ -1,6 +1,6 @@
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
 
 /** A capability row (never the token). */
 export interface CapabilityRow {
@@ -67,42 +67,66 @@ export const capabilityStore = {
   },
 
   /**
-   * The consume's fast path, ONE autocommitted statement: consumes every listed capability
-   * (distinct ids, `consumedAt` as their time) with its evidence records, moving the
-   * organization's chain head on from `expected` (seq and digest), but only if the head is still there and
-   * every one of them is consumable. Returns the consumed rows, or null having written nothing.
-   * The rows are locked (in id order) before the head is, as the locking path does.
+   * The consume's fast path, ONE autocommitted statement for capabilities of one or more
+   * organizations (distinct ids, `consumedAt` as their time): for each organization whose
+   * chain head is still where its move expects it and all of whose listed capabilities are
+   * consumable, consumes them, stores its evidence records and moves its head on; the other
+   * organizations get nothing written. Returns the consumed rows. The rows are locked (in id
+   * order) before the heads (in organization order), as the locking path does, so two such
+   * statements never deadlock.
    */
   async consumeWithEvidence(
     q: Queryable,
-    organizationId: string,
-    expected: { seq: number; digest: string | null },
+    moves: readonly HeadMove[],
     records: readonly EvidenceRecord[],
     capabilityIds: readonly string[],
     by: readonly string[],
+    organizationIds: readonly string[],
     consumedAt: Date,
-  ): Promise<CapabilityRow[] | null> {
-    const last = records[records.length - 1]!;
+  ): Promise<CapabilityRow[]> {
     const { rows } = await q.query<CapabilityRow>({
       name: "capabilities_consume_with_evidence",
       text: `WITH consumable AS (
-               SELECT c.capability_id FROM capabilities c
+               SELECT c.capability_id, c.organization_id FROM capabilities c
                 WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE}
                 ORDER BY c.capability_id
                   FOR UPDATE OF c
              ),
-             head AS (
-               UPDATE evidence_heads SET seq = $10, digest = $11
-                WHERE organization_id = $12 AND seq = $13 AND digest = $15 AND (SELECT count(*) FROM consumable) = cardinality($8::text[])
-                RETURNING 1
+             moves AS (
+               SELECT * FROM unnest($11::text[], $12::bigint[], $13::text[], $14::bigint[], $15::text[])
+                        AS m(organization_id, expected_seq, expected_digest, seq, digest)
              ),
-             records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")})
-             UPDATE capabilities c SET consumed_at = $14, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
-              WHERE c.capability_id = ANY($8::text[]) AND EXISTS (SELECT 1 FROM head)
+             ready AS (
+               SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
+                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest
+                  AND (SELECT count(*) FROM consumable k WHERE k.organization_id = m.organization_id)
+                    = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)
+                ORDER BY h.organization_id
+                  FOR UPDATE OF h
+             ),
+             head AS (
+               UPDATE evidence_heads h SET seq = m.seq, digest = m.digest FROM moves m
+                WHERE h.organization_id = m.organization_id AND h.organization_id IN (SELECT organization_id FROM ready)
+                RETURNING h.organization_id
+             ),
+             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")})
+             UPDATE capabilities c SET consumed_at = $10, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
+              WHERE c.capability_id = ANY($8::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
               RETURNING c.*`,
-      values: [...evidenceInsertValues(records), capabilityIds, by, last.seq, last.digest, organizationId, expected.seq, consumedAt, expected.digest ?? ""],
+      values: [
+        ...evidenceInsertValues(records),
+        capabilityIds,
+        by,
+        consumedAt,
+        moves.map((m) => m.organizationId),
+        moves.map((m) => m.expected.seq),
+        moves.map((m) => m.expected.digest ?? ""),
+        moves.map((m) => m.next.seq),
+        moves.map((m) => m.next.digest),
+        organizationIds,
+      ],
     });
-    return rows.length > 0 ? rows : null;
+    return rows;
   },
 
   /** The decision's capability (there is at most one), or null. */

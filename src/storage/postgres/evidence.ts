@@ -2,13 +2,28 @@ import type { EvidenceKeyRow } from "../../evidence/keys.js";
 import type { EvidenceRecord, UnsealedEvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
 
+/** Where an organization's chain ends: the last record's seq and digest (0 and null when empty). */
+export interface ChainHead {
+  seq: number;
+  digest: string | null;
+}
+
+/** How one organization's chain moves in a statement that writes several: from `expected` to `next`. */
+export interface HeadMove {
+  organizationId: string;
+  expected: ChainHead;
+  next: ChainHead;
+}
+
 /**
  * The INSERT of sealed records, taking them as parameters $1..$7 (one array per column; see
- * {@link evidenceInsertValues}); `where` conditions it. Shared by every statement that appends.
+ * {@link evidenceInsertValues}); `where` conditions it and may name the records' columns as
+ * `r.organization_id` and so on. Shared by every statement that appends.
  */
 export function evidenceInsert(where = ""): string {
   return `INSERT INTO evidence_records (evidence_id, organization_id, seq, kind, subject_id, document, created_at)
-          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[]) ${where}`;
+          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+                     AS r(evidence_id, organization_id, seq, kind, subject_id, document, created_at) ${where}`;
 }
 
 /** Parameters $1..$7 of {@link evidenceInsert}. */
@@ -69,6 +84,17 @@ export const evidenceStore = {
     });
     const head = rows[0];
     return head && head.seq > 0 ? { seq: head.seq, digest: head.digest } : { seq: 0, digest: null };
+  },
+
+  /** The chain heads of several organizations as committed now, without locking them; absent ones are seq 0. */
+  async heads(q: Queryable, organizationIds: readonly string[]): Promise<Map<string, { seq: number; digest: string | null }>> {
+    const { rows } = await q.query<{ organization_id: string; seq: number; digest: string }>({
+      name: "evidence_heads",
+      text: "SELECT organization_id, seq, digest FROM evidence_heads WHERE organization_id = ANY($1::text[])",
+      values: [organizationIds],
+    });
+    const found = new Map(rows.map((h) => [h.organization_id, h.seq > 0 ? { seq: h.seq, digest: h.digest } : { seq: 0, digest: null }]));
+    return new Map(organizationIds.map((id) => [id, found.get(id) ?? { seq: 0, digest: null }]));
   },
 
   /** Stores sealed records (consecutive, of one organization) and moves the head past the last. */
