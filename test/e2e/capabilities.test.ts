@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilityService } from "../../src/gen/mandate/v1/capabilities_pb.js";
 import {
@@ -123,6 +124,22 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
         expectResult(await verify(svc, transport, org.apiKey, { ...c.presentation, token }), 422, "capability_token_invalid");
       }
       expectConsumed(await verify(svc, transport, org.apiKey, c.presentation), c);
+    });
+
+    it("a capability issued before token digests were kept is verified by its signature: consumes once, refuses a tampered copy", async () => {
+      const c = await allowedCapability(svc, agent);
+      const db = new pg.Client({ connectionString: svc.env.DATABASE_URL });
+      await db.connect();
+      try {
+        expect((await db.query("UPDATE capabilities SET token_digest = NULL WHERE capability_id = $1", [c.capabilityId])).rowCount).toBe(1);
+      } finally {
+        await db.end();
+      }
+      const [h, payload] = c.presentation.token.split(".") as [string, string, string];
+      const unsigned = `${h}.${payload}.${Buffer.alloc(64).toString("base64url")}`;
+      expectResult(await verify(svc, transport, org.apiKey, { ...c.presentation, token: unsigned }), 422, "capability_token_invalid");
+      expectConsumed(await verify(svc, transport, org.apiKey, c.presentation), c);
+      expectResult(await verify(svc, transport, org.apiKey, c.presentation), 409, "capability_consumed");
     });
 
     it("another organization's key → 404 and the token stays usable by its own org", async () => {

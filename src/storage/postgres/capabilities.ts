@@ -18,6 +18,8 @@ export interface CapabilityRow {
   expires_at: Date;
   consumed_at: Date | null;
   consumed_by: string | null;
+  /** SHA-256 (hex) of the token as issued; null for capabilities issued before it was kept. */
+  token_digest: string | null;
 }
 
 /** Why a consume did not happen, in the order the checks apply. */
@@ -39,9 +41,9 @@ export const capabilityStore = {
   /** Inserts; a unique violation on capabilities_decision_id_key means the decision already had one. */
   async insert(q: Queryable, c: Omit<CapabilityRow, "consumed_at" | "consumed_by">): Promise<void> {
     await q.query(
-      `INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-      [c.capability_id, c.organization_id, c.decision_id, c.agent_id, c.integration_id, c.audience, c.issued_by, c.action, c.resource, JSON.stringify(c.constraints), c.issued_at, c.expires_at],
+      `INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+      [c.capability_id, c.organization_id, c.decision_id, c.agent_id, c.integration_id, c.audience, c.issued_by, c.action, c.resource, JSON.stringify(c.constraints), c.issued_at, c.expires_at, c.token_digest],
     );
   },
 
