@@ -25,16 +25,23 @@ export interface CapabilityRow {
 /** Why a consume did not happen, in the order the checks apply. */
 export type ConsumeRefusal = "expired" | "dependency_inactive" | "consumed";
 
+/** Whether the organization `id` names is active. */
+const ORGANIZATION_ACTIVE = (id: string) => `EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = ${id} AND o.state = 'active')`;
+
 /**
- * When capability `c` may be consumed now: unexpired, not yet consumed, and its agent,
- * organization and any bound integration (and that integration's adapters) still active.
+ * When capability `c` may be consumed now as far as it alone goes: unexpired, not yet
+ * consumed, and its agent and any bound integration (and that integration's adapters) still
+ * active. Its organization is checked apart ({@link CONSUMABLE}), once per organization where
+ * a statement takes many capabilities.
  */
-const CONSUMABLE = `c.consumed_at IS NULL AND c.expires_at > now()
+const CONSUMABLE_IN_ORGANIZATION = `c.consumed_at IS NULL AND c.expires_at > now()
   AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
-  AND EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = c.organization_id AND o.state = 'active')
   AND (c.integration_id IS NULL OR EXISTS (
         SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
           AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')))`;
+
+/** When capability `c` may be consumed now, its organization being active too. */
+const CONSUMABLE = `${CONSUMABLE_IN_ORGANIZATION} AND ${ORGANIZATION_ACTIVE("c.organization_id")}`;
 
 /** SQL for capabilities. */
 export const capabilityStore = {
@@ -70,9 +77,9 @@ export const capabilityStore = {
 
   /**
    * The consume's fast path, ONE autocommitted statement for capabilities of one or more
-   * organizations (distinct ids, `consumedAt` as their time): for each organization whose
-   * chain head is still where its move expects it and all of whose listed capabilities are
-   * consumable, consumes them, stores its evidence records and moves its head on; the other
+   * organizations (distinct ids, `consumedAt` as their time): for each organization that is
+   * active, whose chain head is still where its move expects it and all of whose listed
+   * capabilities are consumable, consumes them, stores its evidence records and moves its head on; the other
    * organizations get nothing written. Returns the consumed rows. The rows are locked (in id
    * order) before the heads (in organization order), as the locking path does, so two such
    * statements never deadlock.
@@ -90,7 +97,7 @@ export const capabilityStore = {
       name: "capabilities_consume_with_evidence",
       text: `WITH consumable AS (
                SELECT c.capability_id, c.organization_id FROM capabilities c
-                WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE}
+                WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE_IN_ORGANIZATION}
                 ORDER BY c.capability_id
                   FOR UPDATE OF c
              ),
@@ -100,7 +107,7 @@ export const capabilityStore = {
              ),
              ready AS (
                SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
-                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest
+                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND ${ORGANIZATION_ACTIVE("m.organization_id")}
                   AND (SELECT count(*) FROM consumable k WHERE k.organization_id = m.organization_id)
                     = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)
                 ORDER BY h.organization_id
