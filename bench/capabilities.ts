@@ -27,9 +27,11 @@ import {
 
 const ORGS = Number(process.env.BENCH_CAP_ORGS ?? 8);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
-const DECISIONS = Number(process.env.BENCH_CAP_DECISIONS ?? 16_000);
+const DECISIONS = Number(process.env.BENCH_CAP_DECISIONS ?? 24_000);
 const PAIRS = Number(process.env.BENCH_CAP_PAIRS ?? 3_000);
 const PHASE_SECONDS = Number(process.env.BENCH_CAP_SECONDS ?? 5);
+/** Setup (decisions, then tokens) runs to completion unless it takes longer than this. */
+const SETUP_SECONDS = 60;
 const RATE = 1_000;
 const RATE_RUN = 3_000;
 /** A light load, for the latency of one verify when the service is not queueing. */
@@ -82,7 +84,7 @@ async function runPath(pgUrl: string, redisUrl: string | undefined, log: (line: 
         prepared.push({ agent: s.agent, decisionId: (JSON.parse(res.text) as { decision_id: string }).decision_id });
         return true;
       },
-      PHASE_SECONDS * 2,
+      SETUP_SECONDS,
     );
     log(describeRun("(setup) ALLOW decisions to issue from", made));
 
@@ -113,7 +115,7 @@ async function runPath(pgUrl: string, redisUrl: string | undefined, log: (line: 
         tokens.push({ agent: tokenPool[i]!.agent, token: await issue(tokenPool[i]!) });
         return true;
       },
-      PHASE_SECONDS * 2,
+      SETUP_SECONDS,
     );
     log(describeRun("issue only", issued));
 
