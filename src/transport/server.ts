@@ -9,6 +9,7 @@ import { errorBody } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
+import { createGrpcUnary } from "./grpc-unary.js";
 import type { RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
@@ -42,6 +43,7 @@ export async function listen(options: {
 }): Promise<RunningServer> {
   const { services, pipeline } = options;
   const transcoder = createTranscoder(services, pipeline, options.bodyLimit);
+  const grpcUnary = createGrpcUnary(services, pipeline, options.bodyLimit);
   const descs: DescService[] = services.map((s) => s.service);
   const router = createConnectRouter({
     interceptors: [pipeline.interceptor()],
@@ -75,6 +77,11 @@ export async function listen(options: {
 
   // connect-node's adapter, plus one error-shaping wrapper around every RPC handler.
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
+    const fast = req instanceof http2.Http2ServerRequest ? grpcUnary.route(req) : undefined;
+    if (fast) {
+      void grpcUnary.serve(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, fast);
+      return;
+    }
     const rpc = rpcs.get((req.url ?? "").split("?", 1)[0]!);
     if (!rpc) {
       fallback(req, res);

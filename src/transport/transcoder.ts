@@ -1,17 +1,16 @@
 import type { connectNodeAdapter } from "@connectrpc/connect-node";
 import { create, getOption, hasOption, type DescField, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
-import { createContextValues, type HandlerContext } from "@connectrpc/connect";
+import type { HandlerContext } from "@connectrpc/connect";
 import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../domain/errors.js";
-import { parseJson, requireStorableText } from "../domain/text.js";
+import { parseJson } from "../domain/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
+import { readBody } from "./body.js";
 import { errorBody } from "./errors.js";
-import { callerKey, requestIdKey } from "../services/context.js";
 import type { RequestPipeline } from "./pipeline.js";
 
 type NodeHandler = ReturnType<typeof connectNodeAdapter>;
 
-const NEVER_ABORTED = new AbortController().signal;
 type NodeRequest = Parameters<NodeHandler>[0];
 type NodeResponse = Parameters<NodeHandler>[1];
 
@@ -62,26 +61,6 @@ export function httpRoutes(services: readonly DescService[]): HttpRoute[] {
     }
   }
   return routes;
-}
-
-/** The request body, refused past `limit` bytes (the 413 then closes the connection, leaving the rest unread). */
-function readBody(req: NodeRequest, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) chunks.push(chunk);
-      else {
-        req.off("data", onData);
-        req.pause();
-        reject(new MandateError("payload_too_large", `The request body exceeds ${limit} bytes.`));
-      }
-    };
-    req.on("data", onData);
-    req.once("end", () => resolve(Buffer.concat(chunks)));
-    req.once("error", reject);
-  });
 }
 
 /** An empty body is an empty message. */
@@ -185,27 +164,11 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       }
       const body = await readBody(req, bodyLimit);
       const clientAddress = req.socket.remoteAddress ?? "";
+      // Authenticated before the body is interpreted: a caller without access learns nothing from its errors.
       const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headers, clientAddress);
       const message = buildRequest(route, match, url, body);
-      requireStorableText(message);
-      // What connect's createHandlerContext builds, without the deadline timer and linked abort
-      // signals a /v1 request never uses (they cost more than the rest of the routing).
-      const ctx: HandlerContext = {
-        service: route.service,
-        method: route.method,
-        protocolName: "v1",
-        requestMethod: req.method ?? "GET",
-        url: url.toString(),
-        requestHeader: headers,
-        responseHeader: new Headers(),
-        responseTrailer: new Headers(),
-        signal: NEVER_ABORTED,
-        timeoutMs: () => undefined,
-        values: createContextValues().set(callerKey, caller).set(requestIdKey, requestId),
-      };
-      const impl = impls.get(route.service.typeName)![route.method.localName]!;
-      const result = await impl.call(impls.get(route.service.typeName), message, ctx);
-      const output = create(route.method.output, result as Record<string, unknown>);
+      const call = { service: route.service, method: route.method, impl: impls.get(route.service.typeName)! };
+      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers, requestId });
       send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
       const { status: errStatus, body } = errorBody(err, requestId);
