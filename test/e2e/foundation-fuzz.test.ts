@@ -235,9 +235,12 @@ describe("malformed Connect and gRPC requests", () => {
           fc.constantFrom(...RPCS),
           frames,
           credentials,
-          async (rpc, frame, creds) => {
+          // With a deadline connect-node serves the call; without one, the service's unary fast path.
+          fc.boolean(),
+          async (rpc, frame, creds, viaConnect) => {
             const { status, grpcStatus, details } = await new Promise<{ status: number; grpcStatus: string | undefined; details: string | undefined }>((resolve, reject) => {
-              const req = session.request({ ":method": "POST", ":path": `/${rpc}`, "content-type": "application/grpc", te: "trailers", ...creds() });
+              const deadline = viaConnect ? { "grpc-timeout": "20S" } : {};
+              const req = session.request({ ":method": "POST", ":path": `/${rpc}`, "content-type": "application/grpc", te: "trailers", ...deadline, ...creds() });
               let status = 0;
               let headerStatus: string | undefined;
               let headerDetails: string | undefined;
