@@ -299,8 +299,8 @@ export class Capabilities {
   }
 
   /**
-   * The durable, arbitrating consume: one conditional UPDATE per Capability and
-   * the evidence, committed with the organization's other concurrent consumes.
+   * The durable, arbitrating consume: the Capability's conditional UPDATE and its evidence,
+   * committed with every organization's other concurrent consumes.
    */
   private async consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
     const item: ConsumeItem = { row, by: caller.identity, consumed: null };
