@@ -334,7 +334,7 @@ export class Capabilities {
   /** One statement for every organization in `batch`; returns the items of the organizations it did not write. */
   private async commitConsumesChecked(batch: readonly ConsumeItem[]): Promise<ConsumeItem[]> {
     const consumedAt = new Date();
-    let rows: CapabilityRow[] = [];
+    let rows: { capability_id: string; organization_id: string }[] = [];
     const { written } = await this.evidence.appendCheckedAcross(
       batch.map((i) => consumedEntry(i.row, i.by, consumedAt)),
       consumedAt,
@@ -344,8 +344,9 @@ export class Capabilities {
         return new Set(rows.map((r) => r.organization_id));
       },
     );
-    const byId = new Map(rows.map((r) => [r.capability_id, r]));
-    for (const item of batch) item.consumed = byId.get(item.row.capability_id) ?? null;
+    const consumed = new Set(rows.map((r) => r.capability_id));
+    // The rows as read before, with what the statement set (it returns only the ids, not rows to parse again).
+    for (const item of batch) item.consumed = consumed.has(item.row.capability_id) ? { ...item.row, consumed_at: consumedAt, consumed_by: item.by } : null;
     return batch.filter((i) => !written.has(i.row.organization_id));
   }
 

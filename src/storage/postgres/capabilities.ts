@@ -80,7 +80,7 @@ export const capabilityStore = {
    * organizations (distinct ids, `consumedAt` as their time): for each organization that is
    * active, whose chain head is still where its move expects it and all of whose listed
    * capabilities are consumable, consumes them, stores its evidence records and moves its head on; the other
-   * organizations get nothing written. Returns the consumed rows. The rows are locked (in id
+   * organizations get nothing written. Returns the ids of the capabilities consumed. The rows are locked (in id
    * order) before the heads (in organization order), as the locking path does, so two such
    * statements never deadlock.
    */
@@ -92,8 +92,8 @@ export const capabilityStore = {
     by: readonly string[],
     organizationIds: readonly string[],
     consumedAt: Date,
-  ): Promise<CapabilityRow[]> {
-    const { rows } = await q.query<CapabilityRow>({
+  ): Promise<{ capability_id: string; organization_id: string }[]> {
+    const { rows } = await q.query<{ capability_id: string; organization_id: string }>({
       name: "capabilities_consume_with_evidence",
       text: `WITH consumable AS (
                SELECT c.capability_id, c.organization_id FROM capabilities c
@@ -121,7 +121,7 @@ export const capabilityStore = {
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")})
              UPDATE capabilities c SET consumed_at = $10, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
               WHERE c.capability_id = ANY($8::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
-              RETURNING c.*`,
+              RETURNING c.capability_id, c.organization_id`,
       values: [
         ...evidenceInsertValues(records),
         capabilityIds,
