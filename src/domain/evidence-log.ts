@@ -87,7 +87,8 @@ export class EvidenceLog {
     await evidenceStore.append(tx, sealed);
     // Remembered before `tx` commits: if it rolls back instead, the next checked write
     // misses its head check and reads the real head, so a wrong guess costs one retry.
-    this.remember(organizationId, sealed);
+    const last = sealed[sealed.length - 1]!;
+    this.remember(organizationId, { seq: last.seq, digest: last.digest });
     return sealed;
   }
 
@@ -130,15 +131,12 @@ export class EvidenceLog {
     write: (head: ChainHead, records: readonly EvidenceRecord[]) => Promise<boolean>,
   ): Promise<EvidenceRecord[] | null> {
     const organizationId = entries[0]!.organizationId;
-    for (const fresh of [false, true]) {
-      const head = (!fresh && this.heads.get(organizationId)) || (await evidenceStore.head(this.db.pool, organizationId));
-      const records = await this.seal(head, entries, now);
-      const written = await write(head, records).catch((err: unknown) => (isConflict(err) ? false : Promise.reject(err)));
-      if (written) {
-        this.remember(organizationId, records);
-        return records;
-      }
-      this.heads.delete(organizationId);
+    // The second attempt seals on the head as read then: a failed one forgets what it assumed.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const { records, written } = await this.appendCheckedAcross(entries, now, async ([move], sealed) =>
+        (await write(move!.expected, sealed)) ? new Set([organizationId]) : new Set<string>(),
+      );
+      if (written.size > 0) return records;
     }
     return null;
   }
@@ -176,17 +174,16 @@ export class EvidenceLog {
     );
     const written = await write(moves, records).catch((err: unknown) => (isConflict(err) ? new Set<string>() : Promise.reject(err)));
     for (const m of moves) {
-      if (written.has(m.organizationId)) this.remember(m.organizationId, [m.next]);
+      if (written.has(m.organizationId)) this.remember(m.organizationId, m.next);
       else this.heads.delete(m.organizationId);
     }
     return { records, written };
   }
 
-  /** Notes where `records` (the last written) leave their organization's chain. */
-  private remember(organizationId: string, records: readonly { seq: number; digest: string | null }[]): void {
-    const last = records[records.length - 1]!;
+  /** Notes where this process last left an organization's chain. */
+  private remember(organizationId: string, head: ChainHead): void {
     if (this.heads.size > 50_000) this.heads.clear();
-    this.heads.set(organizationId, { seq: last.seq, digest: last.digest });
+    this.heads.set(organizationId, head);
   }
 
   /** One record of the organization, or null. */

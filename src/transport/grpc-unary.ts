@@ -2,7 +2,7 @@ import http2 from "node:http2";
 import { fromBinary, toBinary, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MandateError } from "../domain/errors.js";
-import { readBody } from "./body.js";
+import { headersOf, readBody } from "./node-request.js";
 import { describeError, toConnectError } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 import type { RegisteredService } from "./transcoder.js";
@@ -67,10 +67,7 @@ export function createGrpcUnary(services: readonly RegisteredService[], pipeline
       } catch {
         throw new MandateError("validation_failed", `The request is not a valid ${call.method.input.typeName} message.`);
       }
-      const headers = new Headers();
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (typeof v === "string" && !k.startsWith(":")) headers.set(k, v);
-      }
+      const headers = headersOf(req);
       const caller = await pipeline.authenticate(call.service.typeName, call.method.name, headers, req.socket.remoteAddress ?? "");
       const output = await pipeline.invoke(call, message, caller, { protocolName: "grpc", requestMethod: "POST", url: req.url, headers, requestId });
       res.writeHead(200, { "content-type": RESPONSE_TYPE, "x-request-id": requestId });

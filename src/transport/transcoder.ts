@@ -5,7 +5,7 @@ import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../domain/errors.js";
 import { parseJson } from "../domain/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
-import { readBody } from "./body.js";
+import { headersOf, readBody } from "./node-request.js";
 import { errorBody } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 
@@ -158,10 +158,7 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
           ? new MandateError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`)
           : new MandateError("not_found", `No route for ${req.method} ${url.pathname}.`);
       }
-      const headers = new Headers();
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (typeof v === "string" && !k.startsWith(":")) headers.set(k, v);
-      }
+      const headers = headersOf(req);
       const body = await readBody(req, bodyLimit);
       const clientAddress = req.socket.remoteAddress ?? "";
       // Authenticated before the body is interpreted: a caller without access learns nothing from its errors.

@@ -75,17 +75,6 @@ export const evidenceStore = {
     return { seq: head.seq, digest: head.seq === 0 ? null : head.digest };
   },
 
-  /** The organization's chain head as committed now, without locking it (seq 0 and a null digest for none). */
-  async head(q: Queryable, organizationId: string): Promise<{ seq: number; digest: string | null }> {
-    const { rows } = await q.query<{ seq: number; digest: string }>({
-      name: "evidence_head",
-      text: "SELECT seq, digest FROM evidence_heads WHERE organization_id = $1",
-      values: [organizationId],
-    });
-    const head = rows[0];
-    return head && head.seq > 0 ? { seq: head.seq, digest: head.digest } : { seq: 0, digest: null };
-  },
-
   /** The chain heads of several organizations as committed now, without locking them; absent ones are seq 0. */
   async heads(q: Queryable, organizationIds: readonly string[]): Promise<Map<string, { seq: number; digest: string | null }>> {
     const { rows } = await q.query<{ organization_id: string; seq: number; digest: string }>({
