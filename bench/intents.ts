@@ -42,6 +42,8 @@ const RATE_RUN = Number(process.env.BENCH_INTENTS_RATE_RUN ?? 6_000);
 /** A light load, for the latency of one decision when the service is not queueing. */
 const LIGHT_RATE = 100;
 const LIGHT_RUN = 200;
+/** The order the transports are measured in (BENCH_TRANSPORTS=grpc,v1 swaps them). */
+const TRANSPORTS = (process.env.BENCH_TRANSPORTS ?? "v1,grpc").split(",") as ("v1" | "grpc")[];
 
 /** What bench/run.ts summarises. */
 export interface IntentsSummary {
@@ -85,7 +87,7 @@ export async function runIntentsBench(log: (line: string) => void = console.log)
       const light = {} as IntentsSummary["light"];
       const cpu = { user: 0, system: 0 };
       let decisions = 0;
-      for (const transport of ["v1", "grpc"] as const) {
+      for (const transport of TRANSPORTS) {
         const label = transport === "v1" ? "/v1 (HTTP/1.1 keep-alive)" : "gRPC (h2c, one connection)";
         await closedLoop(CONCURRENCY, WARMUP, ops[transport](signIntents(agents, WARMUP)), WARMUP_SECONDS);
         // Signed right before each run: requested_at must stay within ±300 s.

@@ -76,7 +76,10 @@ export function createDatabase(connectionString: string, max = 20): Database {
   // Postgres would otherwise judge a fresh custom plan worth making on every execution (about
   // half of its CPU per capability consume). Our statements are key lookups either way.
   // (An `options` in DATABASE_URL takes precedence.)
-  const pool = new pg.Pool({ connectionString, max, options: "-c plan_cache_mode=force_generic_plan" });
+  // Idle connections stay open (pg-pool closes them after 10 s by default): reopening one costs a
+  // backend fork, SCRAM authentication and re-preparing every statement, and after a quiet spell
+  // the next burst would pay that for many connections at once, stalling the requests in it.
+  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 0, options: "-c plan_cache_mode=force_generic_plan" });
   // An idle client losing its connection must not crash the process.
   pool.on("error", () => undefined);
   return new Database(pool);
