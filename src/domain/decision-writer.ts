@@ -1,9 +1,20 @@
+import { isDeepStrictEqual } from "node:util";
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
-import type { MandateError } from "./errors.js";
+import { MandateError } from "./errors.js";
 import { GroupCommit } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
+
+/**
+ * The decision was evaluated against a policy head or integration contract that has changed
+ * since: it is not recorded, and the Intent must be evaluated again (Intents does so).
+ */
+export class StaleContext extends MandateError {
+  constructor() {
+    super("unavailable", "The organization's policy or integration contract changed while the Intent was evaluated; submit it again.");
+  }
+}
 
 interface Pending {
   decision: NewDecision;
@@ -30,6 +41,8 @@ export class DecisionWriter {
    * `decision.evidence_id`. Rejects with the agent-state error when the agent
    * was revoked, retired or re-keyed after its signature was verified; an
    * agent suspended meanwhile gets HUMAN_REVIEW `agent_suspended` instead.
+   * Rejects with StaleContext when the policy head or the action's integration
+   * contract is no longer the one the decision was evaluated against.
    */
   write(decision: NewDecision, certificateId: string, payload: Record<string, unknown>): Promise<void> {
     return this.groups.submit(decision.organization_id, { decision, certificateId, payload });
@@ -38,9 +51,10 @@ export class DecisionWriter {
   /**
    * Commits the group's admissible decisions; returns the refused ones with their error.
    * The usual case takes one statement and no lock (EvidenceLog.appendChecked): the chain head
-   * is checked, not locked, and the signers are checked live in the same statement. A group
-   * with a suspended signer, or whose check fails (another writer moved the chain, a signer
-   * changed state), takes the locking path, which sorts out every item.
+   * is checked, not locked, and the signers, policy head and contracts are checked live in the
+   * same statement. A group with a suspended signer, or whose check fails (another writer moved
+   * the chain, a signer changed state, a policy was published), takes the locking path, which
+   * sorts out every item.
    */
   private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
     if (batch.every((p) => p.decision.reason !== "agent_suspended") && (await this.commitChecked(batch))) return new Map();
@@ -66,10 +80,17 @@ export class DecisionWriter {
     await this.db.transaction(async (tx) => {
       // Lock order: agents, then the evidence head, as lifecycle transitions do (no deadlock).
       const signers = await decisionStore.lockSigners(tx, [...new Set(batch.map((p) => p.certificateId))]);
-      const admitted = batch.filter((p) => {
+      const live = batch.filter((p) => {
         const why = recheck(p, signers.get(p.certificateId));
         if (why) refused.set(p, why);
         return !why;
+      });
+      if (live.length === 0) return;
+      const current = await decisionStore.currentContext(tx, live[0]!.decision.organization_id, [...new Set(live.map((p) => p.decision.action))]);
+      const admitted = live.filter((p) => {
+        const stale = p.decision.reason !== "agent_suspended" && !evaluatedOnCurrent(p.decision, current);
+        if (stale) refused.set(p, new StaleContext());
+        return !stale;
       });
       if (admitted.length === 0) return;
       const records = await this.evidence.append(tx, admitted.map((p) => this.entryOf(p)), admitted[0]!.decision.evaluated_at);
@@ -96,4 +117,17 @@ function recheck(p: Pending, signer: { cert_state: string; agent_state: string }
     Object.assign(p.payload, { outcome: "HUMAN_REVIEW", reason: "agent_suspended", status: "PENDING", policy_versions: {}, graph_version: 0, bundle_digest: "", trace: [] });
   }
   return null;
+}
+
+/** True when the decision names the policy head and the action's integration contract that are current. */
+function evaluatedOnCurrent(d: NewDecision, current: Awaited<ReturnType<typeof decisionStore.currentContext>>): boolean {
+  const contract = current.contracts.get(d.action);
+  return (
+    current.head !== null &&
+    current.head.bundle_digest === d.bundle_digest &&
+    current.head.graph_version === d.graph_version &&
+    isDeepStrictEqual(current.head.policy_versions, d.policy_versions) &&
+    (contract?.integration_id ?? null) === d.integration_id &&
+    (contract?.contract_version ?? null) === d.contract_version
+  );
 }

@@ -5,7 +5,7 @@ import { isUniqueViolation } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow, type IntentContext, type IntentLookup } from "../storage/postgres/decisions.js";
 import { BatchedReads } from "./batched-reads.js";
 import { MandateError, validationFailed, type FieldError } from "./errors.js";
-import type { DecisionWriter } from "./decision-writer.js";
+import { StaleContext, type DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "./text.js";
 import type { Evaluation, Policies } from "./policies.js";
@@ -23,6 +23,10 @@ export interface Intent {
   requested_at: string;
   nonce: string;
 }
+
+/** How long a context read for one Intent is reused for the next ones of the same certificate and action. */
+const CONTEXT_REUSE_MS = 1000;
+const MAX_REUSED_CONTEXTS = 10_000;
 
 const FIELDS = new Set(["agent_id", "action", "amount", "currency", "counterparty", "resource", "context", "requested_at", "nonce"]);
 const ACTION = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -86,6 +90,8 @@ export function parseIntent(bytes: Uint8Array): Intent {
 export class Intents {
   /** Live signer state, policy head, prior decision for the nonce and contract, for concurrent Intents in one query. */
   private readonly contexts: BatchedReads<IntentLookup, IntentContext | null>;
+  /** Contexts of active signers by certificate and action, with when they were read (see recentContext). */
+  private readonly recent = new Map<string, { context: IntentContext; at: number }>();
 
   constructor(
     private readonly db: Database,
@@ -113,9 +119,50 @@ export class Intents {
       requireLiveSigner(live, true);
       throw err;
     }
-    // One round trip (shared with concurrent Intents): live signer state, policy head, prior decision for the nonce, contract.
-    const context = await this.contexts.get({ certificateId: signer.certificate_id, nonce: intent.nonce, action: intent.action });
-    if (!context) throw new MandateError("unknown_key", "The certificate is unknown.");
+    const key = `${signer.certificate_id} ${intent.action}`;
+    const reused = this.recentContext(key);
+    if (reused) {
+      try {
+        return await this.decide(signer, intent, bytes, reused, null);
+      } catch (err) {
+        if (!(err instanceof MandateError)) throw err;
+        // Whatever a reused context led to refusing is decided again on a fresh read: that
+        // context skipped the nonce lookup (a replay is answered before later checks) and may
+        // be out of date (the commit found the policy, contract or agent changed).
+        this.recent.delete(key);
+      }
+    }
+    for (let attempt = 1; ; attempt++) {
+      // One round trip (shared with concurrent Intents): live signer state, policy head, prior decision for the nonce, contract.
+      const context = await this.contexts.get({ certificateId: signer.certificate_id, nonce: intent.nonce, action: intent.action });
+      if (!context) throw new MandateError("unknown_key", "The certificate is unknown.");
+      try {
+        return await this.decide(signer, intent, bytes, context, key);
+      } catch (err) {
+        // A policy published (or a contract approved) between the read and the commit: evaluate again.
+        if (err instanceof StaleContext && attempt < 3) continue;
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * The context read for an earlier Intent of the same certificate and action, if it is under
+   * CONTEXT_REUSE_MS old. Reusing it saves a round trip per Intent; it is safe because the
+   * commit checks, in the same statement, everything it supplied: the signer is still active,
+   * the policy head and integration contract are still the ones evaluated against, and the
+   * nonce is unused (the unique key).
+   */
+  private recentContext(key: string): IntentContext | null {
+    const recent = this.recent.get(key);
+    return recent && performance.now() - recent.at < CONTEXT_REUSE_MS ? recent.context : null;
+  }
+
+  /**
+   * DESIGN §2 from the agent-state check on, given the context; `remember` is the key under which
+   * a freshly read context of an active signer may be reused (null when it is itself reused).
+   */
+  private async decide(signer: SignerIdentity, intent: Intent, bytes: Uint8Array, context: IntentContext, remember: string | null): Promise<DecisionRow> {
     requireLiveSigner(context, true);
     if (intent.agent_id !== signer.agent_id) {
       throw validationFailed([{ field: "agent_id", code: "mismatch", message: "must be the id of the agent whose certificate signed the Intent" }]);
@@ -126,6 +173,10 @@ export class Intents {
     }
     const bodySha = createHash("sha256").update(bytes).digest();
     if (context.prior) return this.replay(context.prior, bodySha);
+    if (remember && context.cert_state === "active" && context.agent_state === "active") {
+      if (this.recent.size >= MAX_REUSED_CONTEXTS) this.recent.clear();
+      this.recent.set(remember, { context, at: performance.now() });
+    }
 
     let evaluation: Evaluation | null = null;
     if (context.agent_state !== "suspended") {

@@ -438,6 +438,57 @@ describe("two replicas writing one organization's chain", () => {
   });
 });
 
+describe("a decision commits only on the policy, graph and contract still current", () => {
+  // A replica reuses the context it read for an agent's last Intent (policy head, contract) for
+  // the next ones; the commit checks it is still current. Changes made on another replica, which
+  // this one hears nothing about, must take effect on the very next Intent.
+  it("a graph published and a contract approved on another replica apply to the next Intent here", async () => {
+    const fixture = await newOrgFixture(svc);
+    await publishPaymentsPolicy(svc, fixture);
+    const other = await startService();
+    try {
+      const agent = await newAgent(svc, fixture);
+      const approver = await newApiKey(svc, fixture.apiKey, ["POLICY_APPROVER"], "late approver");
+      for (const transport of TRANSPORTS) expectDecisionShape(await submitIntent(svc, transport, signBody(agent, paymentDoc(agent.agentId, 500))), "ALLOW", "within_delegated_authority");
+
+      // The clerk's limit drops from 50,000 to 100 USD, published through the other replica.
+      const principal = await other.v1("GET", `/v1/principals/${fixture.principalId}`, { bearer: fixture.apiKey });
+      const graph = {
+        roles: [{ role: "clerk", reports_to: null }],
+        memberships: [{ principal: principal.body.external_ref, role: "clerk" }],
+        limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 100 }],
+        delegations: [],
+        approval_matrix: [{ action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 }],
+      };
+      expect((await other.v1("POST", "/v1/authority-graph/versions", { bearer: fixture.apiKey, body: { graph } })).status).toBe(200);
+      expect((await other.v1("POST", "/v1/authority-graph/versions/2/publish", { bearer: approver.apiKey, body: {} })).status).toBe(200);
+      // What a replica with nothing to reuse decides now; this one must decide the same.
+      const fresh = await submitIntent(other, "v1", signBody(agent, paymentDoc(agent.agentId, 500)));
+      expect(fresh.status, JSON.stringify(fresh.body)).toBe(200);
+      expect(fresh.body.outcome).not.toBe("ALLOW");
+      for (const transport of TRANSPORTS) {
+        const res = await submitIntent(svc, transport, signBody(agent, paymentDoc(agent.agentId, 500)));
+        expectDecisionShape(res, fresh.body.outcome, fresh.body.reason);
+        expect((await getDecision(res.body.decision_id, fixture)).graph_version).toBe(2);
+      }
+
+      // A contract for the action declares nothing, approved through the other replica: context is now refused here.
+      const withContext = () => signBody(agent, paymentDoc(agent.agentId, 50, { context: { invoice: "INV-1" } }));
+      expectDecisionShape(await submitIntent(svc, "v1", withContext()), "ALLOW", "within_delegated_authority");
+      const integration = await other.v1("POST", "/v1/integrations", { bearer: fixture.apiKey, body: { name: "Payments", actions: ["vendor_payment"] } });
+      expect(integration.status, JSON.stringify(integration.body)).toBe(200);
+      const id = integration.body.integration_id;
+      const contract = await other.v1("POST", `/v1/integrations/${id}/contract-versions`, { bearer: fixture.apiKey, body: { resource_path: "counterparty", context_bindings: {} } });
+      expect(contract.status, JSON.stringify(contract.body)).toBe(200);
+      expect((await other.v1("POST", `/v1/integrations/${id}/contract-versions/${contract.body.version}/approve`, { bearer: approver.apiKey, body: {} })).status).toBe(200);
+      for (const transport of TRANSPORTS) expectResult(await submitIntent(svc, transport, withContext()), 422, "undeclared_context_field");
+      expectDecisionShape(await submitIntent(svc, "grpc", signBody(agent, paymentDoc(agent.agentId, 50))), "ALLOW", "within_delegated_authority");
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe("the whole run leaves a valid chain", () => {
   it("every record of the organization verifies independently against the JWKS", async () => {
     const { records, jwks } = await exportEvidence(svc, org.apiKey);

@@ -129,8 +129,9 @@ export const decisionStore = {
    * The group commit's fast path, ONE autocommitted statement: stores the decisions and their
    * evidence records and moves the organization's chain head on from `expected` (seq and
    * digest: a head predicted from a group that never committed cannot match), but only
-   * if the head is still there and every signing certificate and its agent are still active.
-   * Returns false, having written nothing, otherwise (the caller takes the locking path).
+   * if the head is still there, every signing certificate and its agent are still active, and
+   * every decision names the policy head and the integration contract still current for its
+   * action. Returns false, having written nothing, otherwise (the caller takes the locking path).
    *
    * The chain head is checked, not locked beforehand: any other writer that moved it since it
    * was read (a group of another replica, a lifecycle change, a review) fails the check, the
@@ -156,9 +157,22 @@ export const decisionStore = {
                   FOR SHARE OF a
              ),
              signers_live AS (SELECT (SELECT count(*) FROM live_signers) = cardinality($25::text[]) AS ok),
+             -- Each decision was evaluated against the policy head and integration contract still current.
+             context_current AS (
+               SELECT NOT EXISTS (
+                 SELECT 1 FROM unnest($14::text[], $19::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
+                               AS d(action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
+                   LEFT JOIN policy_heads h ON h.organization_id = $28
+                   LEFT JOIN integration_actions ia ON ia.organization_id = $28 AND ia.action = d.action
+                   LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
+                  WHERE h.bundle_digest IS DISTINCT FROM d.bundle_digest OR h.graph_version IS DISTINCT FROM d.graph_version
+                     OR h.policy_versions IS DISTINCT FROM d.policy_versions
+                     OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
+               ) AS ok
+             ),
              head AS (
                UPDATE evidence_heads SET seq = $26, digest = $27
-                WHERE organization_id = $28 AND seq = $29 AND digest = $30 AND (SELECT ok FROM signers_live)
+                WHERE organization_id = $28 AND seq = $29 AND digest = $30 AND (SELECT ok FROM signers_live) AND (SELECT ok FROM context_current)
                 RETURNING 1
              ),
              records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")}),
@@ -167,6 +181,29 @@ export const decisionStore = {
       values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds), certificateIds, last.seq, last.digest, organizationId, expected.seq, expected.digest ?? ""],
     });
     return rows[0]!.committed;
+  },
+
+  /**
+   * The organization's policy head (share-locked: a publish waits for this transaction) and, per
+   * action, the integration and active contract version: what a decision's evaluation must match.
+   */
+  async currentContext(
+    q: Queryable,
+    organizationId: string,
+    actions: readonly string[],
+  ): Promise<{ head: { bundle_digest: string; policy_versions: Record<string, number>; graph_version: number } | null; contracts: Map<string, { integration_id: string | null; contract_version: number | null }> }> {
+    const head = await q.query<{ bundle_digest: string; policy_versions: Record<string, number>; graph_version: number }>(
+      "SELECT bundle_digest, policy_versions, graph_version FROM policy_heads WHERE organization_id = $1 FOR SHARE",
+      [organizationId],
+    );
+    const { rows } = await q.query<{ action: string; integration_id: string | null; contract_version: number | null }>(
+      `SELECT r.action, ia.integration_id, cv.version AS contract_version
+         FROM unnest($2::text[]) AS r(action)
+         LEFT JOIN integration_actions ia ON ia.organization_id = $1 AND ia.action = r.action
+         LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,
+      [organizationId, actions],
+    );
+    return { head: head.rows[0] ?? null, contracts: new Map(rows.map((r) => [r.action, r])) };
   },
 
   /** The decision an agent already got for a nonce, or null. */
