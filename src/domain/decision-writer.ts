@@ -24,7 +24,7 @@ interface Pending {
 }
 
 /**
- * Writes decisions and their evidence, committing concurrent decisions of one
+ * Writes decisions and their evidence, committing concurrent decisions of every
  * organization together (see GroupCommit). Every caller's promise resolves
  * only after its decision and evidence are durable.
  */
@@ -45,30 +45,44 @@ export class DecisionWriter {
    * contract is no longer the one the decision was evaluated against.
    */
   write(decision: NewDecision, certificateId: string, payload: Record<string, unknown>): Promise<void> {
-    return this.groups.submit(decision.organization_id, { decision, certificateId, payload });
+    return this.groups.submit("decisions", { decision, certificateId, payload });
   }
 
   /**
-   * Commits the group's admissible decisions; returns the refused ones with their error.
-   * The usual case takes one statement and no lock (EvidenceLog.appendChecked): the chain head
-   * is checked, not locked, and the signers, policy head and contracts are checked live in the
-   * same statement. A group with a suspended signer, or whose check fails (another writer moved
-   * the chain, a signer changed state, a policy was published), takes the locking path, which
-   * sorts out every item.
+   * Commits the group's admissible decisions, of every organization; returns the refused ones
+   * with their error. The usual case takes one statement and no lock (EvidenceLog.appendCheckedAcross):
+   * each organization's chain head is checked, not locked, and its signers, policy head and
+   * contracts are checked live in the same statement. An organization whose check fails (another
+   * writer moved its chain, a signer changed state, a policy was published) is tried once more
+   * on its current head, then takes the locking path, which sorts out every item; so does one
+   * with a suspended signer's decision. One organization's refusal holds up no other's.
    */
   private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
-    if (batch.every((p) => p.decision.reason !== "agent_suspended") && (await this.commitChecked(batch))) return new Map();
-    return this.commitLocking(batch);
+    const suspended = new Set(batch.filter((p) => p.decision.reason === "agent_suspended").map((p) => p.decision.organization_id));
+    let pending = batch.filter((p) => !suspended.has(p.decision.organization_id));
+    for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) {
+      const written = await this.commitChecked(pending);
+      pending = pending.filter((p) => !written.has(p.decision.organization_id));
+    }
+    const byOrganization = new Map<string, Pending[]>();
+    for (const p of [...batch.filter((p) => suspended.has(p.decision.organization_id)), ...pending]) {
+      const items = byOrganization.get(p.decision.organization_id);
+      if (items) items.push(p);
+      else byOrganization.set(p.decision.organization_id, [p]);
+    }
+    const refused = new Map<Pending, MandateError>();
+    for (const items of byOrganization.values()) for (const [p, err] of await this.commitLocking(items)) refused.set(p, err);
+    return refused;
   }
 
-  private async commitChecked(batch: readonly Pending[]): Promise<boolean> {
-    const organizationId = batch[0]!.decision.organization_id;
-    const certificateIds = [...new Set(batch.map((p) => p.certificateId))];
-    const records = await this.evidence.appendChecked(batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at, (head, sealed) => {
+  /** The checked statement for `batch`; returns the organizations whose decisions it wrote. */
+  private async commitChecked(batch: readonly Pending[]): Promise<ReadonlySet<string>> {
+    const signers = new Map(batch.map((p) => [p.certificateId, { certificateId: p.certificateId, organizationId: p.decision.organization_id }]));
+    const { written } = await this.evidence.appendCheckedAcross(batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at, (moves, sealed) => {
       batch.forEach((p, i) => (p.decision.evidence_id = sealed[i]!.evidence_id));
-      return decisionStore.insertWithEvidence(this.db.pool, organizationId, head, sealed, batch.map((p) => p.decision), certificateIds);
+      return decisionStore.insertWithEvidence(this.db.pool, moves, sealed, batch.map((p) => p.decision), [...signers.values()]);
     });
-    return records !== null;
+    return written;
   }
 
   private entryOf(p: Pending): EvidenceEntry {

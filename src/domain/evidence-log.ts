@@ -117,37 +117,15 @@ export class EvidenceLog {
   }
 
   /**
-   * Appends entries of one organization without the chain lock, for writers whose records
-   * and rows go in ONE statement that checks the head (seq and digest) instead. The entries
-   * are sealed on the head this process last wrote and handed to `write`, which stores them
-   * only if that is still the head and says whether it did. If another writer moved the
-   * chain, once more on the current head. Returns the records written, or null when nothing
-   * was (the caller then takes its locking path). A deadlock or serialization failure of
-   * `write` counts as nothing written: the statement was aborted whole.
-   */
-  async appendChecked(
-    entries: readonly EvidenceEntry[],
-    now: Date,
-    write: (head: ChainHead, records: readonly EvidenceRecord[]) => Promise<boolean>,
-  ): Promise<EvidenceRecord[] | null> {
-    const organizationId = entries[0]!.organizationId;
-    // The second attempt seals on the head as read then: a failed one forgets what it assumed.
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const { records, written } = await this.appendCheckedAcross(entries, now, async ([move], sealed) =>
-        (await write(move!.expected, sealed)) ? new Set([organizationId]) : new Set<string>(),
-      );
-      if (written.size > 0) return records;
-    }
-    return null;
-  }
-
-  /**
-   * appendChecked for entries of several organizations in ONE statement, without a retry.
+   * Appends entries of one or more organizations without the chain lock, for writers whose
+   * records and rows go in ONE statement that checks each head (seq and digest) instead.
    * Each organization's entries (in their order) are sealed on the head this process last
    * wrote; heads it does not know are read in one query. `write` stores each organization's
    * share only if that organization's head is still where it was expected, and returns the
    * organizations it wrote. Returns the records (one per entry, in order) and those
-   * organizations; the caller sends the others' entries down its one-organization path.
+   * organizations. A head not written is forgotten, so a second call seals on the head as read
+   * then; the caller retries or sends those entries down its locking path. A deadlock or
+   * serialization failure of `write` counts as nothing written: the statement was aborted whole.
    */
   async appendCheckedAcross(
     entries: readonly EvidenceEntry[],

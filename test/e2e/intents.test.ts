@@ -438,6 +438,36 @@ describe("two replicas writing one organization's chain", () => {
   });
 });
 
+describe("decisions of several organizations committed together", () => {
+  // One group commit takes concurrent decisions of every organization in one statement; an
+  // organization whose check fails there (here: a revoked agent) must hold up no other.
+  it("a revocation in one organization refuses only its own agent's Intents; every chain stays whole", async () => {
+    const orgs = [org, other, await newOrgFixture(svc)];
+    const agents = await Promise.all(orgs.map((o) => newAgent(svc, o)));
+    const doomed = await newAgent(svc, orgs[2]!);
+    const signed = Array.from({ length: 150 }, (_, i) => (i % 4 === 3 ? doomed : agents[i % 3]!)).map((a) => ({ a, s: signBody(a, intentDoc(a.agentId)) }));
+    const pending = signed.map(({ s }, i) => new Promise((r) => setTimeout(r, i / 5)).then(() => submitIntent(svc, TRANSPORTS[i % 2]!, s)));
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await svc.v1("POST", `/v1/agents/${doomed.agentId}/revoke`, { bearer: orgs[2]!.apiKey, body: {} })).status).toBe(200);
+    const results = await Promise.all(pending);
+    results.forEach((r, i) => {
+      if (signed[i]!.a === doomed && r.status !== 200) expectResult(r, 403, "agent_revoked");
+      else expectResult(r, 200);
+    });
+    for (const o of orgs) {
+      const { records, jwks } = await exportEvidence(svc, o.apiKey);
+      expect(records.filter((r) => independentRecordCheck(r, jwks).length)).toEqual([]);
+      records.forEach((r, k) => expect(r.seq).toBe(k + 1));
+      const decided = new Set(records.filter((r) => r.kind === "decision").map((r) => r.subject_id));
+      results.forEach((r, i) => {
+        if (r.status === 200 && signed[i]!.a.org.organizationId === o.organizationId) expect(decided.has(r.body.decision_id), `decision ${r.body.decision_id} in its chain`).toBe(true);
+      });
+      const revoked = records.find((r) => r.kind === "agent.revoked" && r.subject_id === doomed.agentId);
+      if (revoked) expect(records.filter((r) => r.kind === "decision" && r.payload.agent_id === doomed.agentId && r.seq > revoked.seq)).toEqual([]);
+    }
+  });
+});
+
 describe("a decision commits only on the policy, graph and contract still current", () => {
   // A replica reuses the context it read for an agent's last Intent (policy head, contract) for
   // the next ones; the commit checks it is still current. Changes made on another replica, which

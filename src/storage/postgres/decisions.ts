@@ -1,7 +1,7 @@
 import type { ReconciliationRow } from "./execution.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
 
 /** Outcomes; there is no fourth. */
 export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
@@ -70,10 +70,12 @@ export type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
 function decisionsInsert(offset: number, where = ""): string {
   const types = ["text", "text", "text", "text", "bytea", "jsonb", "text", "text", "text", "text", "text", "jsonb", "int", "text", "text", "int", "timestamptz"];
   const params = types.map((t, i) => `$${offset + i + 1}::${t}[]`).join(", ");
-  return `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
-                                 evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
-          SELECT * FROM unnest(${params}) ${where}`;
+  return `INSERT INTO decisions (${DECISION_COLUMNS})
+          SELECT * FROM unnest(${params}) AS d(${DECISION_COLUMNS}) ${where}`;
 }
+
+const DECISION_COLUMNS = `decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
+                          evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at`;
 
 function decisionsInsertValues(ds: readonly NewDecision[]): unknown[] {
   const col = <T>(f: (d: NewDecision) => T) => ds.map(f);
@@ -126,61 +128,83 @@ export const decisionStore = {
   },
 
   /**
-   * The group commit's fast path, ONE autocommitted statement: stores the decisions and their
-   * evidence records and moves the organization's chain head on from `expected` (seq and
-   * digest: a head predicted from a group that never committed cannot match), but only
-   * if the head is still there, every signing certificate and its agent are still active, and
-   * every decision names the policy head and the integration contract still current for its
-   * action. Returns false, having written nothing, otherwise (the caller takes the locking path).
+   * The group commit's fast path, ONE autocommitted statement for decisions of one or more
+   * organizations: for each organization whose chain head is still where its move expects it
+   * (seq and digest: a head predicted from a group that never committed cannot match), whose
+   * signing certificates and their agents are all still active, and each of whose decisions
+   * names the policy head and integration contract still current for its action, stores its
+   * decisions and evidence records and moves its head on. The other organizations get nothing
+   * written (the caller retries them, then takes the locking path). Returns the organizations
+   * written. The signers' agents are share-locked first, in the order lifecycle transitions lock
+   * them, then the heads in organization order: a transition in flight is waited for, and two
+   * such statements never deadlock.
    *
-   * The chain head is checked, not locked beforehand: any other writer that moved it since it
+   * The chain heads are checked, not locked beforehand: any other writer that moved one since it
    * was read (a group of another replica, a lifecycle change, a review) fails the check, the
-   * UPDATE waiting for that writer's row lock and re-reading the row.
+   * row lock waiting for that writer and re-reading the row.
    */
   async insertWithEvidence(
     q: Queryable,
-    organizationId: string,
-    expected: { seq: number; digest: string | null },
+    moves: readonly HeadMove[],
     records: readonly EvidenceRecord[],
     ds: readonly NewDecision[],
-    certificateIds: readonly string[],
-  ): Promise<boolean> {
-    const last = records[records.length - 1]!;
-    const { rows } = await q.query<{ committed: boolean }>({
+    signers: readonly { certificateId: string; organizationId: string }[],
+  ): Promise<Set<string>> {
+    const { rows } = await q.query<{ organization_id: string }>({
       name: "decisions_insert_with_evidence",
-      // The signers' agents are share-locked first, in the order lifecycle transitions lock them,
-      // and before the head row: a transition in flight is waited for, never deadlocked with.
       text: `WITH live_signers AS (
                SELECT c.certificate_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
                 WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
                 ORDER BY a.agent_id
                   FOR SHARE OF a
              ),
-             signers_live AS (SELECT (SELECT count(*) FROM live_signers) = cardinality($25::text[]) AS ok),
-             -- Each decision was evaluated against the policy head and integration contract still current.
-             context_current AS (
-               SELECT NOT EXISTS (
-                 SELECT 1 FROM unnest($14::text[], $19::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
-                               AS d(action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
-                   LEFT JOIN policy_heads h ON h.organization_id = $28
-                   LEFT JOIN integration_actions ia ON ia.organization_id = $28 AND ia.action = d.action
-                   LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
-                  WHERE h.bundle_digest IS DISTINCT FROM d.bundle_digest OR h.graph_version IS DISTINCT FROM d.graph_version
-                     OR h.policy_versions IS DISTINCT FROM d.policy_versions
-                     OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
-               ) AS ok
+             moves AS (
+               SELECT * FROM unnest($27::text[], $28::bigint[], $29::text[], $30::bigint[], $31::text[])
+                        AS m(organization_id, expected_seq, expected_digest, seq, digest)
+             ),
+             -- Organizations with a signer no longer active, or a decision evaluated against a
+             -- policy head or integration contract that is no longer current.
+             refused AS (
+               SELECT s.organization_id FROM unnest($25::text[], $26::text[]) AS s(certificate_id, organization_id)
+                WHERE s.certificate_id NOT IN (SELECT certificate_id FROM live_signers)
+               UNION
+               SELECT d.organization_id
+                 FROM unnest($9::text[], $14::text[], $19::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
+                      AS d(organization_id, action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
+                 LEFT JOIN policy_heads h ON h.organization_id = d.organization_id
+                 LEFT JOIN integration_actions ia ON ia.organization_id = d.organization_id AND ia.action = d.action
+                 LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
+                WHERE h.bundle_digest IS DISTINCT FROM d.bundle_digest OR h.graph_version IS DISTINCT FROM d.graph_version
+                   OR h.policy_versions IS DISTINCT FROM d.policy_versions
+                   OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
+             ),
+             ready AS (
+               SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
+                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND m.organization_id NOT IN (SELECT organization_id FROM refused)
+                ORDER BY h.organization_id
+                  FOR UPDATE OF h
              ),
              head AS (
-               UPDATE evidence_heads SET seq = $26, digest = $27
-                WHERE organization_id = $28 AND seq = $29 AND digest = $30 AND (SELECT ok FROM signers_live) AND (SELECT ok FROM context_current)
-                RETURNING 1
+               UPDATE evidence_heads h SET seq = m.seq, digest = m.digest FROM moves m
+                WHERE h.organization_id = m.organization_id AND h.organization_id IN (SELECT organization_id FROM ready)
+                RETURNING h.organization_id
              ),
-             records AS (${evidenceInsert("WHERE EXISTS (SELECT 1 FROM head)")}),
-             decisions AS (${decisionsInsert(7, "WHERE EXISTS (SELECT 1 FROM head)")})
-             SELECT EXISTS (SELECT 1 FROM head) AS committed`,
-      values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds), certificateIds, last.seq, last.digest, organizationId, expected.seq, expected.digest ?? ""],
+             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
+             decisions AS (${decisionsInsert(7, "WHERE d.organization_id IN (SELECT organization_id FROM head)")})
+             SELECT organization_id FROM head`,
+      values: [
+        ...evidenceInsertValues(records),
+        ...decisionsInsertValues(ds),
+        signers.map((s) => s.certificateId),
+        signers.map((s) => s.organizationId),
+        moves.map((m) => m.organizationId),
+        moves.map((m) => m.expected.seq),
+        moves.map((m) => m.expected.digest ?? ""),
+        moves.map((m) => m.next.seq),
+        moves.map((m) => m.next.digest),
+      ],
     });
-    return rows[0]!.committed;
+    return new Set(rows.map((r) => r.organization_id));
   },
 
   /**
