@@ -475,14 +475,14 @@ describe("a decision commits only on the policy, graph and contract still curren
   it("a graph published and a contract approved on another replica apply to the next Intent here", async () => {
     const fixture = await newOrgFixture(svc);
     await publishPaymentsPolicy(svc, fixture);
-    const other = await startService();
+    const replica = await startService();
     try {
       const agent = await newAgent(svc, fixture);
       const approver = await newApiKey(svc, fixture.apiKey, ["POLICY_APPROVER"], "late approver");
       for (const transport of TRANSPORTS) expectDecisionShape(await submitIntent(svc, transport, signBody(agent, paymentDoc(agent.agentId, 500))), "ALLOW", "within_delegated_authority");
 
       // The clerk's limit drops from 50,000 to 100 USD, published through the other replica.
-      const principal = await other.v1("GET", `/v1/principals/${fixture.principalId}`, { bearer: fixture.apiKey });
+      const principal = await replica.v1("GET", `/v1/principals/${fixture.principalId}`, { bearer: fixture.apiKey });
       const graph = {
         roles: [{ role: "clerk", reports_to: null }],
         memberships: [{ principal: principal.body.external_ref, role: "clerk" }],
@@ -490,10 +490,10 @@ describe("a decision commits only on the policy, graph and contract still curren
         delegations: [],
         approval_matrix: [{ action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 }],
       };
-      expect((await other.v1("POST", "/v1/authority-graph/versions", { bearer: fixture.apiKey, body: { graph } })).status).toBe(200);
-      expect((await other.v1("POST", "/v1/authority-graph/versions/2/publish", { bearer: approver.apiKey, body: {} })).status).toBe(200);
+      expect((await replica.v1("POST", "/v1/authority-graph/versions", { bearer: fixture.apiKey, body: { graph } })).status).toBe(200);
+      expect((await replica.v1("POST", "/v1/authority-graph/versions/2/publish", { bearer: approver.apiKey, body: {} })).status).toBe(200);
       // What a replica with nothing to reuse decides now; this one must decide the same.
-      const fresh = await submitIntent(other, "v1", signBody(agent, paymentDoc(agent.agentId, 500)));
+      const fresh = await submitIntent(replica, "v1", signBody(agent, paymentDoc(agent.agentId, 500)));
       expect(fresh.status, JSON.stringify(fresh.body)).toBe(200);
       expect(fresh.body.outcome).not.toBe("ALLOW");
       for (const transport of TRANSPORTS) {
@@ -505,16 +505,16 @@ describe("a decision commits only on the policy, graph and contract still curren
       // A contract for the action declares nothing, approved through the other replica: context is now refused here.
       const withContext = () => signBody(agent, paymentDoc(agent.agentId, 50, { context: { invoice: "INV-1" } }));
       expectDecisionShape(await submitIntent(svc, "v1", withContext()), "ALLOW", "within_delegated_authority");
-      const integration = await other.v1("POST", "/v1/integrations", { bearer: fixture.apiKey, body: { name: "Payments", actions: ["vendor_payment"] } });
+      const integration = await replica.v1("POST", "/v1/integrations", { bearer: fixture.apiKey, body: { name: "Payments", actions: ["vendor_payment"] } });
       expect(integration.status, JSON.stringify(integration.body)).toBe(200);
       const id = integration.body.integration_id;
-      const contract = await other.v1("POST", `/v1/integrations/${id}/contract-versions`, { bearer: fixture.apiKey, body: { resource_path: "counterparty", context_bindings: {} } });
+      const contract = await replica.v1("POST", `/v1/integrations/${id}/contract-versions`, { bearer: fixture.apiKey, body: { resource_path: "counterparty", context_bindings: {} } });
       expect(contract.status, JSON.stringify(contract.body)).toBe(200);
-      expect((await other.v1("POST", `/v1/integrations/${id}/contract-versions/${contract.body.version}/approve`, { bearer: approver.apiKey, body: {} })).status).toBe(200);
+      expect((await replica.v1("POST", `/v1/integrations/${id}/contract-versions/${contract.body.version}/approve`, { bearer: approver.apiKey, body: {} })).status).toBe(200);
       for (const transport of TRANSPORTS) expectResult(await submitIntent(svc, transport, withContext()), 422, "undeclared_context_field");
       expectDecisionShape(await submitIntent(svc, "grpc", signBody(agent, paymentDoc(agent.agentId, 50))), "ALLOW", "within_delegated_authority");
     } finally {
-      await other.close();
+      await replica.close();
     }
   });
 });
