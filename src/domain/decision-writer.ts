@@ -57,11 +57,19 @@ export class DecisionWriter {
    * on its current head, then takes the locking path, which sorts out every item; so does one
    * with a suspended signer's decision. One organization's refusal holds up no other's.
    */
-  private async commit(batch: readonly Pending[]): Promise<Map<Pending, MandateError>> {
+  private async commit(batch: readonly Pending[]): Promise<Map<Pending, unknown>> {
     const suspended = new Set(batch.filter((p) => p.decision.reason === "agent_suspended").map((p) => p.decision.organization_id));
     let pending = batch.filter((p) => !suspended.has(p.decision.organization_id));
     for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) {
-      const written = await this.commitChecked(pending);
+      let written: ReadonlySet<string>;
+      try {
+        written = await this.commitChecked(pending);
+      } catch (err) {
+        // Nothing is written yet on the first attempt: GroupCommit retries each item alone. After
+        // it, some organizations are written and must not go round again: the rest go below.
+        if (attempt === 0) throw err;
+        break;
+      }
       pending = pending.filter((p) => !written.has(p.decision.organization_id));
     }
     const byOrganization = new Map<string, Pending[]>();
@@ -70,8 +78,21 @@ export class DecisionWriter {
       if (items) items.push(p);
       else byOrganization.set(p.decision.organization_id, [p]);
     }
-    const refused = new Map<Pending, MandateError>();
-    for (const items of byOrganization.values()) for (const [p, err] of await this.commitLocking(items)) refused.set(p, err);
+    const refused = new Map<Pending, unknown>();
+    for (const items of byOrganization.values()) {
+      try {
+        for (const [p, err] of await this.commitLocking(items)) refused.set(p, err);
+      } catch {
+        // One item failing its transaction (a nonce raced in twice) fails no other: each alone.
+        for (const p of items) {
+          try {
+            for (const [q, err] of await this.commitLocking([p])) refused.set(q, err);
+          } catch (err) {
+            refused.set(p, err);
+          }
+        }
+      }
+    }
     return refused;
   }
 
