@@ -10,7 +10,7 @@ import { MandateError, notFound, validationFailed, type FieldError } from "./err
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
 import { BatchedReads } from "./batched-reads.js";
-import { GroupCommit } from "./group-commit.js";
+import { commitAcrossOrganizations, GroupCommit } from "./group-commit.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 
@@ -316,19 +316,13 @@ export class Capabilities {
    * organization whose head another writer moved gets a second try on its current head; one
    * with a refusal, or a group with a twin, takes the locking path, which sorts out every item.
    */
-  private async commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
-    let pending = batch;
-    if (new Set(batch.map((i) => i.row.capability_id)).size === batch.length) {
-      for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) pending = await this.commitConsumesChecked(pending);
-    }
-    const byOrg = new Map<string, ConsumeItem[]>();
-    for (const i of pending) {
-      const items = byOrg.get(i.row.organization_id);
-      if (items) items.push(i);
-      else byOrg.set(i.row.organization_id, [i]);
-    }
-    const refusals = await Promise.all([...byOrg.values()].map((items) => this.commitConsumesLocking(items)));
-    return new Map(refusals.flatMap((r) => [...r]));
+  private commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, unknown>> {
+    const twins = new Set(batch.map((i) => i.row.capability_id)).size !== batch.length;
+    return commitAcrossOrganizations(batch, new Set(twins ? batch : []), {
+      organizationOf: (i) => i.row.organization_id,
+      checked: (items) => this.commitConsumesChecked(items),
+      locking: (items) => this.commitConsumesLocking(items),
+    });
   }
 
   /** One statement for every organization in `batch`; returns the items of the organizations it did not write. */

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
 import { MandateError } from "./errors.js";
-import { GroupCommit } from "./group-commit.js";
+import { commitAcrossOrganizations, GroupCommit } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 
@@ -57,53 +57,23 @@ export class DecisionWriter {
    * on its current head, then takes the locking path, which sorts out every item; so does one
    * with a suspended signer's decision. One organization's refusal holds up no other's.
    */
-  private async commit(batch: readonly Pending[]): Promise<Map<Pending, unknown>> {
+  private commit(batch: readonly Pending[]): Promise<Map<Pending, unknown>> {
     const suspended = new Set(batch.filter((p) => p.decision.reason === "agent_suspended").map((p) => p.decision.organization_id));
-    let pending = batch.filter((p) => !suspended.has(p.decision.organization_id));
-    for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) {
-      let written: ReadonlySet<string>;
-      try {
-        written = await this.commitChecked(pending);
-      } catch (err) {
-        // Nothing is written yet on the first attempt: GroupCommit retries each item alone. After
-        // it, some organizations are written and must not go round again: the rest go below.
-        if (attempt === 0) throw err;
-        break;
-      }
-      pending = pending.filter((p) => !written.has(p.decision.organization_id));
-    }
-    const byOrganization = new Map<string, Pending[]>();
-    for (const p of [...batch.filter((p) => suspended.has(p.decision.organization_id)), ...pending]) {
-      const items = byOrganization.get(p.decision.organization_id);
-      if (items) items.push(p);
-      else byOrganization.set(p.decision.organization_id, [p]);
-    }
-    const refused = new Map<Pending, unknown>();
-    for (const items of byOrganization.values()) {
-      try {
-        for (const [p, err] of await this.commitLocking(items)) refused.set(p, err);
-      } catch {
-        // One item failing its transaction (a nonce raced in twice) fails no other: each alone.
-        for (const p of items) {
-          try {
-            for (const [q, err] of await this.commitLocking([p])) refused.set(q, err);
-          } catch (err) {
-            refused.set(p, err);
-          }
-        }
-      }
-    }
-    return refused;
+    return commitAcrossOrganizations(batch, new Set(batch.filter((p) => suspended.has(p.decision.organization_id))), {
+      organizationOf: (p) => p.decision.organization_id,
+      checked: (items) => this.commitChecked(items),
+      locking: (items) => this.commitLocking(items),
+    });
   }
 
-  /** The checked statement for `batch`; returns the organizations whose decisions it wrote. */
-  private async commitChecked(batch: readonly Pending[]): Promise<ReadonlySet<string>> {
+  /** The checked statement for `batch`; returns the items of the organizations it did not write. */
+  private async commitChecked(batch: readonly Pending[]): Promise<Pending[]> {
     const signers = new Map(batch.map((p) => [p.certificateId, { certificateId: p.certificateId, organizationId: p.decision.organization_id }]));
     const { written } = await this.evidence.appendCheckedAcross(batch.map((p) => this.entryOf(p)), batch[0]!.decision.evaluated_at, (moves, sealed) => {
       batch.forEach((p, i) => (p.decision.evidence_id = sealed[i]!.evidence_id));
       return decisionStore.insertWithEvidence(this.db.pool, moves, sealed, batch.map((p) => p.decision), [...signers.values()]);
     });
-    return written;
+    return batch.filter((p) => !written.has(p.decision.organization_id));
   }
 
   private entryOf(p: Pending): EvidenceEntry {

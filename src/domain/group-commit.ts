@@ -64,3 +64,50 @@ export class GroupCommit<T> {
     }
   }
 }
+
+/** How a writer whose group spans organizations commits it (see commitAcrossOrganizations). */
+export interface AcrossOrganizations<T> {
+  organizationOf(item: T): string;
+  /** ONE statement for the items of every organization; resolves with the items of the organizations it did not write. */
+  checked(items: readonly T[]): Promise<T[]>;
+  /** A transaction for the items of one organization, under its chain lock; resolves with the items it refused and why. */
+  locking(items: readonly T[]): Promise<Map<T, unknown>>;
+}
+
+/**
+ * Commits a group of items of any organizations: `checked` for all of them, once more for the
+ * organizations it did not write (another writer moved a head, a check failed), then `locking`
+ * for each organization still left, and for the items in `lockOnly` from the start. A failure
+ * before anything is written rejects the whole group (GroupCommit then tries each item alone);
+ * after that it is contained, so an organization already written never goes round again: a
+ * failed checked retry sends its items to `locking`, and a failed `locking` of several items
+ * is tried item by item. Returns the refused items with their error.
+ */
+export async function commitAcrossOrganizations<T>(batch: readonly T[], lockOnly: ReadonlySet<T>, w: AcrossOrganizations<T>): Promise<Map<T, unknown>> {
+  let pending = batch.filter((item) => !lockOnly.has(item));
+  for (let attempt = 0; attempt < 2 && pending.length > 0; attempt++) {
+    try {
+      pending = await w.checked(pending);
+    } catch (err) {
+      if (attempt === 0) throw err;
+      break;
+    }
+  }
+  const byOrganization = new Map<string, T[]>();
+  for (const item of [...lockOnly, ...pending]) {
+    const items = byOrganization.get(w.organizationOf(item));
+    if (items) items.push(item);
+    else byOrganization.set(w.organizationOf(item), [item]);
+  }
+  const refused = new Map<T, unknown>();
+  const lockEach = async (items: readonly T[]) => {
+    try {
+      for (const [item, err] of await w.locking(items)) refused.set(item, err);
+    } catch (err) {
+      if (items.length === 1) refused.set(items[0]!, err);
+      else for (const item of items) await lockEach([item]);
+    }
+  };
+  await Promise.all([...byOrganization.values()].map(lockEach));
+  return refused;
+}
