@@ -3,8 +3,8 @@ import type { Credentials } from "../domain/credentials.js";
 import { MandateError } from "../domain/errors.js";
 import type { Access } from "./access.js";
 
-/** Reads one header from either a Headers object. */
-type HeaderSource = { get(name: string): string | null };
+/** Reads one header (a Headers object, or headerReader's view of Node's headers). */
+export type HeaderSource = { get(name: string): string | null };
 
 /**
  * Establishes the caller of one request from its headers, the same way for

@@ -1,20 +1,37 @@
 import type http from "node:http";
-import type http2 from "node:http2";
+import type { Readable } from "node:stream";
 import { MandateError } from "../domain/errors.js";
+import type { HeaderSource } from "./authenticate.js";
 
 /** What the /v1 layer and the unary gRPC fast path read from a Node request, outside connect. */
 
-/** The request's headers as a Headers object, without HTTP/2 pseudo-headers. */
-export function headersOf(req: http.IncomingMessage | http2.Http2ServerRequest): Headers {
-  const headers = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) {
-    if (typeof v === "string" && !k.startsWith(":")) headers.set(k, v);
+/** Request headers as Node parses them (HTTP/1.1 or HTTP/2). */
+type NodeHeaders = http.IncomingHttpHeaders;
+
+/** The headers as a Headers object, without HTTP/2 pseudo-headers. */
+export function headersOf(headers: NodeHeaders): Headers {
+  const out = new Headers();
+  for (const [k, v] of Object.entries(headers)) {
+    if (typeof v === "string" && !k.startsWith(":")) out.set(k, v);
   }
-  return headers;
+  return out;
 }
 
-/** The request body, refused past `limit` bytes (the refusal then closes the connection, leaving the rest unread). */
-export function readBody(req: http.IncomingMessage | http2.Http2ServerRequest, limit: number): Promise<Buffer> {
+/**
+ * One header's value, read as `headersOf(headers).get(name)` would for the lower-case names
+ * the service reads, without building the Headers object (the unary gRPC hot path).
+ */
+export function headerReader(headers: NodeHeaders): HeaderSource {
+  return {
+    get: (name) => {
+      const value = name.startsWith(":") ? undefined : headers[name];
+      return typeof value === "string" ? value : null;
+    },
+  };
+}
+
+/** The request body, refused past `limit` bytes (the refusal then closes the connection or stream, leaving the rest unread). */
+export function readBody(req: Readable, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

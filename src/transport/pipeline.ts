@@ -7,7 +7,7 @@ import type { Credentials } from "../domain/credentials.js";
 import { MandateError } from "../domain/errors.js";
 import { requireStorableText } from "../domain/text.js";
 import { accessOf } from "./access.js";
-import { authenticate } from "./authenticate.js";
+import { authenticate, type HeaderSource } from "./authenticate.js";
 import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
 import { describeError, toConnectError } from "./errors.js";
 import { Metrics } from "./metrics.js";
@@ -38,7 +38,7 @@ export class RequestPipeline {
   }
 
   /** Authenticates a call of `Service.Method`; unknown methods are refused, never let through. */
-  authenticate(serviceTypeName: string, methodName: string, headers: Headers, clientAddress: string): Promise<Caller> {
+  authenticate(serviceTypeName: string, methodName: string, headers: HeaderSource, clientAddress: string): Promise<Caller> {
     const access = accessOf(serviceTypeName, methodName);
     if (!access) throw new MandateError("not_found", "Unknown method.");
     return authenticate(this.credentials, access, headers, clientAddress);
@@ -48,24 +48,34 @@ export class RequestPipeline {
    * Calls a method's implementation outside connect, as the /v1 layer and the unary gRPC fast
    * path do, for a caller already authenticated: refuses unstorable text, then passes what
    * connect's createHandlerContext builds, without the deadline timer and linked abort signals
-   * these requests never use (they cost more than the rest of the routing).
+   * these requests never use (they cost more than the rest of the routing). The header objects
+   * are made only if the implementation reads them (none does on the hot paths).
    */
   async invoke(
     call: { service: DescService; method: DescMethod; impl: Record<string, (req: Message, ctx: HandlerContext) => unknown> },
     message: Message,
     caller: Caller,
-    request: { protocolName: string; requestMethod: string; url: string; headers: Headers; requestId: string },
+    request: { protocolName: string; requestMethod: string; url: string; headers: () => Headers; requestId: string },
   ): Promise<Message> {
     requireStorableText(message);
+    let requestHeader: Headers | undefined;
+    let responseHeader: Headers | undefined;
+    let responseTrailer: Headers | undefined;
     const ctx: HandlerContext = {
       service: call.service,
       method: call.method as HandlerContext["method"],
       protocolName: request.protocolName,
       requestMethod: request.requestMethod,
       url: request.url,
-      requestHeader: request.headers,
-      responseHeader: new Headers(),
-      responseTrailer: new Headers(),
+      get requestHeader() {
+        return (requestHeader ??= request.headers());
+      },
+      get responseHeader() {
+        return (responseHeader ??= new Headers());
+      },
+      get responseTrailer() {
+        return (responseTrailer ??= new Headers());
+      },
       signal: NEVER_ABORTED,
       timeoutMs: () => undefined,
       values: createContextValues().set(callerKey, caller).set(requestIdKey, request.requestId),

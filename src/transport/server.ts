@@ -77,11 +77,6 @@ export async function listen(options: {
 
   // connect-node's adapter, plus one error-shaping wrapper around every RPC handler.
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
-    const fast = req instanceof http2.Http2ServerRequest ? grpcUnary.route(req) : undefined;
-    if (fast) {
-      void grpcUnary.serve(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, fast);
-      return;
-    }
     const rpc = rpcs.get((req.url ?? "").split("?", 1)[0]!);
     if (!rpc) {
       fallback(req, res);
@@ -114,7 +109,16 @@ export async function listen(options: {
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
     );
   });
-  const h2 = http2.createServer({}, handler);
+  // HTTP/2 streams the unary gRPC fast path takes are served raw; the others become request and
+  // response objects, as a server with a request handler makes them, on `h2compat`, which never
+  // listens: it only turns the streams `h2` hands it into requests for `handler`.
+  const h2 = http2.createServer({});
+  const h2compat = http2.createServer({}, handler);
+  h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    const fast = grpcUnary.route(headers);
+    if (fast) void grpcUnary.serve(stream, headers, fast);
+    else h2compat.emit("stream", stream, headers, flags, rawHeaders);
+  });
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {
     sessions.add(session);

@@ -158,14 +158,14 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
           ? new MandateError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`)
           : new MandateError("not_found", `No route for ${req.method} ${url.pathname}.`);
       }
-      const headers = headersOf(req);
+      const headers = headersOf(req.headers);
       const body = await readBody(req, bodyLimit);
       const clientAddress = req.socket.remoteAddress ?? "";
       // Authenticated before the body is interpreted: a caller without access learns nothing from its errors.
       const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headers, clientAddress);
       const message = buildRequest(route, match, url, body);
       const call = { service: route.service, method: route.method, impl: impls.get(route.service.typeName)! };
-      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers, requestId });
+      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headers, requestId });
       send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
       const { status: errStatus, body } = errorBody(err, requestId);

@@ -133,6 +133,27 @@ describe("unary gRPC: the fast path answers as connect-node does", () => {
     expect([junk.grpcStatus, junk.detail?.detail, junk.detail?.hasRequestId]).toEqual(["3", "validation_failed", true]);
   });
 
+  it("a message over the body limit: both ways refuse it with RESOURCE_EXHAUSTED, and the connection keeps serving", async () => {
+    const big = frame(toBinary(CreateApiKeyRequestSchema, create(CreateApiKeyRequestSchema, { name: "x".repeat(2 << 20), permissions: [1] })));
+    const refused = await bothWays(createApiKey, big, bearer());
+    expect([refused.grpcStatus, refused.detail?.detail]).toEqual(["8", "payload_too_large"]);
+    const body = frame(toBinary(GetOrganizationRequestSchema, create(GetOrganizationRequestSchema)));
+    expect((await call(getOrganization, body, bearer(), false)).grpcStatus).toBe("0");
+  });
+
+  it("a call the client cancels before its body ends leaves the service answering on the same connection", async () => {
+    const body = frame(toBinary(GetOrganizationRequestSchema, create(GetOrganizationRequestSchema)));
+    const cancelled = session.request({ ":method": "POST", ":path": getOrganization, "content-type": "application/grpc", te: "trailers", ...bearer() });
+    const closed = new Promise<void>((resolve) => cancelled.on("close", () => resolve()));
+    cancelled.on("error", () => undefined);
+    cancelled.write(body.subarray(0, 3));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    cancelled.close(http2.constants.NGHTTP2_CANCEL);
+    await closed;
+    const after = await call(getOrganization, body, bearer(), false);
+    expect([after.grpcStatus, fromBinary(OrganizationSchema, after.message).organizationId]).toEqual(["0", org.organizationId]);
+  });
+
   // Here the paths may differ: connect-node takes a frame shorter than its declared length as
   // the message it holds, and answers a compressed flag without grpc-encoding with INTERNAL (as
   // grpc-go does); the fast path refuses anything but exactly one whole plain message.
