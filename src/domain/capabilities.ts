@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import type { Database } from "../storage/postgres/database.js";
@@ -57,7 +57,7 @@ export interface Presentation {
 
 /** The digest kept of an issued token. */
 function tokenDigest(token: string): string {
-  return createHash("sha256").update(token).digest("hex");
+  return hash("sha256", token, "hex");
 }
 
 /** The digest of a constraint map, as carried in the token. */

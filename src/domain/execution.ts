@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Database } from "../storage/postgres/database.js";
 import { capabilityStore } from "../storage/postgres/capabilities.js";
 import { decisionStore } from "../storage/postgres/decisions.js";
@@ -83,7 +83,7 @@ export class Execution {
     // Another organization's capability, or one outside the reporter's integration, does not exist for it.
     if (!cap || cap.integration_id !== adapter.integration_id) throw notFound("Capability");
     if (!cap.consumed_at) throw new MandateError("invalid_transition", "The Capability was never consumed; nothing can have executed under it.");
-    const bodySha = createHash("sha256").update(bytes).digest();
+    const bodySha = hash("sha256", bytes, "buffer");
     return this.db.transaction(async (tx) => {
       const { row, inserted } = await executionStore.insertReceipt(tx, {
         organization_id: adapter.organization_id,
@@ -134,7 +134,7 @@ export class Execution {
         return (v === undefined ? undefined : String(v)) !== operation[field];
       })
       .map(([field]) => field);
-    const bodySha = createHash("sha256").update(bytes).digest();
+    const bodySha = hash("sha256", bytes, "buffer");
     return this.db.transaction(async (tx) => {
       const { row, inserted } = await executionStore.insertReport(tx, {
         organization_id: adapter.organization_id,

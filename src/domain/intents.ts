@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Limits } from "../config.js";
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
@@ -171,7 +171,7 @@ export class Intents {
     if (skew > this.limits.requestedAtSkewSeconds * 1000) {
       throw new MandateError("request_expired", `requested_at must be within ${this.limits.requestedAtSkewSeconds} s of server time.`);
     }
-    const bodySha = createHash("sha256").update(bytes).digest();
+    const bodySha = hash("sha256", bytes, "buffer");
     if (context.prior) return this.replay(context.prior, bodySha);
     if (remember && context.cert_state === "active" && context.agent_state === "active") {
       if (this.recent.size >= MAX_REUSED_CONTEXTS) this.recent.clear();

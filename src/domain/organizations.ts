@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import type pg from "pg";
 import type { Limits } from "../config.js";
 import type { Database } from "../storage/postgres/database.js";
@@ -13,7 +13,7 @@ export type { ApiKeyRow, OrganizationRow } from "../storage/postgres/organizatio
 
 /** Hash under which a bearer secret is stored and looked up. */
 export function hashSecret(secret: string): Buffer {
-  return createHash("sha256").update(secret, "utf8").digest();
+  return hash("sha256", secret, "buffer");
 }
 
 /** Something that must happen inside the transaction that creates an organization (e.g. its starter policy). */

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import canonicalizeModule from "canonicalize";
 
 // canonicalize ships a CommonJS `module.exports = function` with a d.ts that declares an ES
@@ -38,7 +38,7 @@ export function canonicalJson(value: unknown): string {
 
 /** Lower-case hex SHA-256 of `data` (strings are hashed as UTF-8), the digest format of evidence. */
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash("sha256").update(data).digest("hex");
+  return hash("sha256", data, "hex");
 }
 
 // A high surrogate not followed by a low one, or a low surrogate not preceded by a high one.

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import net from "node:net";
+import os from "node:os";
 import path from "node:path";
 
 /** A running embedded Postgres and how to reach and stop it. */
@@ -18,6 +19,16 @@ async function freePort(): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * A quarter of the machine's memory, between Postgres's own default (128 MiB) and 1 GiB: the
+ * default is sized for any machine at all, and once the decision and evidence tables outgrow it
+ * the writing backends evict dirty pages themselves, inside the commits everyone waits on.
+ * Shared memory is reserved, not used, until pages are read in.
+ */
+function sharedBuffersMiB(): number {
+  return Math.max(128, Math.min(1024, Math.floor(os.totalmem() / 4 / 2 ** 20)));
 }
 
 /**
@@ -45,7 +56,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     persistent: true,
     // Postgres refuses to run as root; the library then runs it as a `postgres` user.
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", "max_connections=200", "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir ?? ""}`],
+    postgresFlags: ["-c", "max_connections=200", "-c", `shared_buffers=${sharedBuffersMiB()}MB`, "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir ?? ""}`],
     onLog: log,
     onError: (e) => log(String(e)),
   });
