@@ -1,6 +1,6 @@
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValue, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
 
 /** A capability row (never the token). */
 export interface CapabilityRow {
@@ -97,19 +97,19 @@ export const capabilityStore = {
       name: "capabilities_consume_with_evidence",
       text: `WITH consumable AS (
                SELECT c.capability_id, c.organization_id FROM capabilities c
-                WHERE c.capability_id = ANY($2::text[]) AND ${CONSUMABLE_IN_ORGANIZATION}
+                WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE_IN_ORGANIZATION}
                 ORDER BY c.capability_id
                   FOR UPDATE OF c
              ),
              moves AS (
-               SELECT * FROM unnest($5::text[], $6::bigint[], $7::text[], $8::bigint[], $9::text[])
+               SELECT * FROM unnest($11::text[], $12::bigint[], $13::text[], $14::bigint[], $15::text[])
                         AS m(organization_id, expected_seq, expected_digest, seq, digest)
              ),
              ready AS (
                SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
                 WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND ${ORGANIZATION_ACTIVE("m.organization_id")}
                   AND (SELECT count(*) FROM consumable k WHERE k.organization_id = m.organization_id)
-                    = (SELECT count(*) FROM unnest($10::text[]) AS o(id) WHERE o.id = m.organization_id)
+                    = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)
                 ORDER BY h.organization_id
                   FOR UPDATE OF h
              ),
@@ -119,11 +119,11 @@ export const capabilityStore = {
                 RETURNING h.organization_id
              ),
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")})
-             UPDATE capabilities c SET consumed_at = $4, consumed_by = ($3::text[])[array_position($2::text[], c.capability_id)]
-              WHERE c.capability_id = ANY($2::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
+             UPDATE capabilities c SET consumed_at = $10, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
+              WHERE c.capability_id = ANY($8::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
               RETURNING c.capability_id, c.organization_id`,
       values: [
-        evidenceInsertValue(records),
+        ...evidenceInsertValues(records),
         capabilityIds,
         by,
         consumedAt,

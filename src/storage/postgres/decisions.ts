@@ -1,7 +1,7 @@
 import type { ReconciliationRow } from "./execution.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValue, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
 
 /** Outcomes; there is no fourth. */
 export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
@@ -66,33 +66,25 @@ export interface IntentLookup {
 /** A decision as first written (before any review). */
 export type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
 
+/** The INSERT of decisions as 17 array parameters numbered from `offset` + 1; `where` conditions it. */
+function decisionsInsert(offset: number, where = ""): string {
+  const types = ["text", "text", "text", "text", "bytea", "jsonb", "text", "text", "text", "text", "text", "jsonb", "int", "text", "text", "int", "timestamptz"];
+  const params = types.map((t, i) => `$${offset + i + 1}::${t}[]`).join(", ");
+  return `INSERT INTO decisions (${DECISION_COLUMNS})
+          SELECT * FROM unnest(${params}) AS d(${DECISION_COLUMNS}) ${where}`;
+}
+
 const DECISION_COLUMNS = `decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
                           evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at`;
 
-/**
- * Decisions sent as ONE json parameter `$n` (see {@link decisionsValue}), as the rows `d`: one JSON
- * text costs far less to build and parse than a Postgres array per column, whose elements (an
- * Intent is a JSON document) must each be escaped.
- */
-const decisionRows = (n: number) => `json_to_recordset($${n}::json) AS d(decision_id text, organization_id text, agent_id text, nonce text,
-  body_sha256 bytea, intent jsonb, action text, outcome text, reason text, status text, evidence_id text, policy_versions jsonb,
-  graph_version int, bundle_digest text, integration_id text, contract_version int, evaluated_at timestamptz)`;
-
-/** The INSERT of the decisions `from` names as `d` (rows with the decision columns); `where` conditions it. */
-function decisionsInsert(from: string, where = ""): string {
-  return `INSERT INTO decisions (${DECISION_COLUMNS}) SELECT ${DECISION_COLUMNS} FROM ${from} ${where}`;
-}
-
-/** The parameter {@link decisionRows} reads: the decisions as a JSON array, the SHA-256 in bytea's hex input form. */
-function decisionsValue(ds: readonly NewDecision[]): string {
-  return JSON.stringify(
-    ds.map((d) => ({
-      decision_id: d.decision_id, organization_id: d.organization_id, agent_id: d.agent_id, nonce: d.nonce,
-      body_sha256: `\\x${d.body_sha256.toString("hex")}`, intent: d.intent, action: d.action, outcome: d.outcome, reason: d.reason,
-      status: d.status, evidence_id: d.evidence_id, policy_versions: d.policy_versions, graph_version: d.graph_version,
-      bundle_digest: d.bundle_digest, integration_id: d.integration_id, contract_version: d.contract_version, evaluated_at: d.evaluated_at,
-    })),
-  );
+function decisionsInsertValues(ds: readonly NewDecision[]): unknown[] {
+  const col = <T>(f: (d: NewDecision) => T) => ds.map(f);
+  return [
+    col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
+    col((d) => JSON.stringify(d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
+    col((d) => d.evidence_id), col((d) => JSON.stringify(d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
+    col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
+  ];
 }
 
 /** SQL for decisions. */
@@ -132,7 +124,7 @@ export const decisionStore = {
 
   /** Inserts many decisions in one statement (the group commit's locking path). */
   async insertMany(q: Queryable, ds: readonly NewDecision[]): Promise<void> {
-    await q.query({ name: "decisions_insert_many", text: decisionsInsert(decisionRows(1)), values: [decisionsValue(ds)] });
+    await q.query({ name: "decisions_insert_many", text: decisionsInsert(0), values: decisionsInsertValues(ds) });
   },
 
   /**
@@ -160,25 +152,25 @@ export const decisionStore = {
   ): Promise<Set<string>> {
     const { rows } = await q.query<{ organization_id: string }>({
       name: "decisions_insert_with_evidence",
-      text: `WITH ds AS (SELECT * FROM ${decisionRows(2)}),
-             live_signers AS (
+      text: `WITH live_signers AS (
                SELECT c.certificate_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
-                WHERE c.certificate_id = ANY($3::text[]) AND c.state = 'active' AND a.state = 'active'
+                WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
                 ORDER BY a.agent_id
                   FOR SHARE OF a
              ),
              moves AS (
-               SELECT * FROM unnest($5::text[], $6::bigint[], $7::text[], $8::bigint[], $9::text[])
+               SELECT * FROM unnest($27::text[], $28::bigint[], $29::text[], $30::bigint[], $31::text[])
                         AS m(organization_id, expected_seq, expected_digest, seq, digest)
              ),
              -- Organizations with a signer no longer active, or a decision evaluated against a
              -- policy head or integration contract that is no longer current.
              refused AS (
-               SELECT s.organization_id FROM unnest($3::text[], $4::text[]) AS s(certificate_id, organization_id)
+               SELECT s.organization_id FROM unnest($25::text[], $26::text[]) AS s(certificate_id, organization_id)
                 WHERE s.certificate_id NOT IN (SELECT certificate_id FROM live_signers)
                UNION
                SELECT d.organization_id
-                 FROM ds d
+                 FROM unnest($9::text[], $14::text[], $19::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
+                      AS d(organization_id, action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
                  LEFT JOIN policy_heads h ON h.organization_id = d.organization_id
                  LEFT JOIN integration_actions ia ON ia.organization_id = d.organization_id AND ia.action = d.action
                  LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
@@ -198,11 +190,11 @@ export const decisionStore = {
                 RETURNING h.organization_id
              ),
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
-             decisions AS (${decisionsInsert("ds d", "WHERE d.organization_id IN (SELECT organization_id FROM head)")})
+             decisions AS (${decisionsInsert(7, "WHERE d.organization_id IN (SELECT organization_id FROM head)")})
              SELECT organization_id FROM head`,
       values: [
-        evidenceInsertValue(records),
-        decisionsValue(ds),
+        ...evidenceInsertValues(records),
+        ...decisionsInsertValues(ds),
         signers.map((s) => s.certificateId),
         signers.map((s) => s.organizationId),
         moves.map((m) => m.organizationId),
