@@ -19,7 +19,7 @@ export function headersOf(headers: NodeHeaders): Headers {
 
 /**
  * One header's value, read as `headersOf(headers).get(name)` would for the lower-case names
- * the service reads, without building the Headers object (the unary gRPC hot path).
+ * the service reads, without building the Headers object (every request authenticates with it).
  */
 export function headerReader(headers: NodeHeaders): HeaderSource {
   return {

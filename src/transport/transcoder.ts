@@ -5,7 +5,7 @@ import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../domain/errors.js";
 import { parseJson } from "../domain/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
-import { headersOf, readBody } from "./node-request.js";
+import { headerReader, headersOf, readBody } from "./node-request.js";
 import { errorBody } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 
@@ -158,14 +158,13 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
           ? new MandateError("method_not_allowed", `${req.method} is not allowed on ${url.pathname}.`)
           : new MandateError("not_found", `No route for ${req.method} ${url.pathname}.`);
       }
-      const headers = headersOf(req.headers);
       const body = await readBody(req, bodyLimit);
       const clientAddress = req.socket.remoteAddress ?? "";
       // Authenticated before the body is interpreted: a caller without access learns nothing from its errors.
-      const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headers, clientAddress);
+      const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headerReader(req.headers), clientAddress);
       const message = buildRequest(route, match, url, body);
       const call = { service: route.service, method: route.method, impl: impls.get(route.service.typeName)! };
-      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headers, requestId });
+      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headersOf(req.headers), requestId });
       send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
       const { status: errStatus, body } = errorBody(err, requestId);
