@@ -4,7 +4,7 @@
 // service as its own process with durable evidence (synchronous_commit on). The load generator
 // runs in this process, on the same machine: it takes CPU from the service, so the figures are
 // a floor. Prints figures; asserts nothing.
-//   npx tsx bench/intents.ts
+//   npx tsx --expose-gc bench/intents.ts
 // Targets: ≥ 2,000 decisions/s; p99 < 20 ms at 1,000/s; peak RSS printed.
 import { Outcome } from "../src/gen/mandate/v1/decisions_pb.js";
 import {

@@ -653,14 +653,36 @@ export interface RunResult {
   used: number;
   /** Open loop only: the service fell so far behind that the generator stopped offering. */
   saturated: boolean;
+  /** The load generator's own garbage-collection pauses during the run: they delay sending and receiving alike. */
+  generatorGc: { pauses: number; maxMs: number };
 }
 
 /** One operation of a load run: resolves true when the answer was the expected one, or a string saying what went wrong. */
 export type Operation = (i: number) => Promise<true | string>;
 
-function collect(started: number, latencies: number[], failures: string[], ok: number, failed: number, used: number, saturated = false): RunResult {
-  const seconds = (performance.now() - started) / 1000;
-  return { ok, failed, failures: failures.slice(0, 5), seconds, perSecond: ok / seconds, latency: latencyOf(latencies), used, saturated };
+/**
+ * Starts a run: the load generator first collects its own garbage when node runs with
+ * --expose-gc (`npm run bench` does), as JMH does between iterations, so that a full collection
+ * of what it allocated for earlier runs (tens of thousands of signed requests) does not land
+ * inside this one; then watches its collection pauses until `collect`.
+ */
+function startRun(): { started: number; gc: RunResult["generatorGc"]; stopWatching(): void } {
+  (globalThis as { gc?: () => void }).gc?.();
+  const gc = { pauses: 0, maxMs: 0 };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gc.pauses++;
+      gc.maxMs = Math.max(gc.maxMs, entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ["gc"] });
+  return { started: performance.now(), gc, stopWatching: () => observer.disconnect() };
+}
+
+function collect(run: ReturnType<typeof startRun>, latencies: number[], failures: string[], ok: number, failed: number, used: number, saturated = false): RunResult {
+  run.stopWatching();
+  const seconds = (performance.now() - run.started) / 1000;
+  return { ok, failed, failures: failures.slice(0, 5), seconds, perSecond: ok / seconds, latency: latencyOf(latencies), used, saturated, generatorGc: run.gc };
 }
 
 /** Closed loop: `concurrency` workers run operations 0..total-1 back to back as fast as the service answers, for at most `maxSeconds`. */
@@ -670,8 +692,8 @@ export async function closedLoop(concurrency: number, total: number, op: Operati
   let next = 0;
   let ok = 0;
   let failed = 0;
-  const started = performance.now();
-  const deadline = started + maxSeconds * 1000;
+  const run = startRun();
+  const deadline = run.started + maxSeconds * 1000;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       for (let i = next++; i < total && performance.now() < deadline; i = next++) {
@@ -686,7 +708,7 @@ export async function closedLoop(concurrency: number, total: number, op: Operati
       }
     }),
   );
-  return collect(started, latencies, failures, ok, failed, Math.min(next, total));
+  return collect(run, latencies, failures, ok, failed, Math.min(next, total));
 }
 
 /**
@@ -701,7 +723,8 @@ export async function openLoop(rate: number, total: number, op: Operation, maxIn
   let ok = 0;
   let failed = 0;
   let saturated = false;
-  const started = performance.now();
+  const run = startRun();
+  const started = run.started;
   let sent = 0;
   while (sent < total && !saturated) {
     const due = Math.min(total, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
@@ -728,15 +751,16 @@ export async function openLoop(rate: number, total: number, op: Operation, maxIn
     await new Promise((r) => setTimeout(r, 1));
   }
   await Promise.all(pending);
-  return collect(started, latencies, failures, ok, failed, sent, saturated);
+  return collect(run, latencies, failures, ok, failed, sent, saturated);
 }
 
 const n = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");
 
 /** One result as a line: rate, p50/p99/max, failures. */
 export function describeRun(label: string, r: RunResult): string {
+  const gc = r.generatorGc.maxMs >= 5 ? `   load generator GC: ${r.generatorGc.pauses} pauses, longest ${n(r.generatorGc.maxMs, 1)} ms` : "";
   const fail = (r.saturated ? "  SATURATED: the service fell behind the offered rate; offering stopped" : "") + (r.failed ? `  FAILED ${r.failed} (e.g. ${r.failures[0]})` : "");
-  return `  ${label.padEnd(44)} ${n(r.perSecond).padStart(7)}/s   p50 ${n(r.latency.p50, 2).padStart(7)} ms   p99 ${n(r.latency.p99, 2).padStart(7)} ms   max ${n(r.latency.max, 1).padStart(7)} ms   (${n(r.ok)} in ${n(r.seconds, 1)} s)${fail}`;
+  return `  ${label.padEnd(44)} ${n(r.perSecond).padStart(7)}/s   p50 ${n(r.latency.p50, 2).padStart(7)} ms   p99 ${n(r.latency.p99, 2).padStart(7)} ms   max ${n(r.latency.max, 1).padStart(7)} ms   (${n(r.ok)} in ${n(r.seconds, 1)} s)${gc}${fail}`;
 }
 
 /** "value vs target → ratio" for the summary. */

@@ -45,7 +45,14 @@ export function readBody(req: Readable, limit: number): Promise<Buffer> {
       }
     };
     req.on("data", onData);
-    req.once("end", () => resolve(Buffer.concat(chunks)));
+    req.once("end", () => {
+      // The request object can outlive the call by a long way (an HTTP/2 stream's is kept until a
+      // full garbage collection), so it keeps no reference to the chunks once they are joined.
+      req.off("data", onData);
+      const body = Buffer.concat(chunks);
+      chunks.length = 0;
+      resolve(body);
+    });
     req.once("error", reject);
   });
 }
