@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBase32 } from "../random.js";
 import { canonicalJson, sha256Hex } from "./canonical.js";
 import type { EvidenceKeyring, EvidenceSignature } from "./keys.js";
 
@@ -43,7 +43,6 @@ const UNSEALED_MEMBERS = [
 const UNSEALED_MEMBER_SET = new Set<string>(UNSEALED_MEMBERS);
 const SEALED_MEMBER_SET = new Set<string>([...UNSEALED_MEMBERS, "digest", "kid", "signature"]);
 
-const CROCKFORD_BASE32 = "0123456789abcdefghjkmnpqrstvwxyz";
 const HEX_DIGEST = /^[0-9a-f]{64}$/;
 const KIND = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
 const UTC_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -53,10 +52,7 @@ const UTC_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
  * fresh random bits (130 bits in all). Random rather than time-ordered: order lives in `seq`.
  */
 export function newEvidenceId(): string {
-  let id = "evd_";
-  // 256 is a multiple of 32, so masking each byte keeps the characters uniform.
-  for (const byte of randomBytes(26)) id += CROCKFORD_BASE32[byte & 31];
-  return id;
+  return `evd_${randomBase32(26)}`;
 }
 
 /**
