@@ -3,7 +3,7 @@
 // Postgres arbiter) against a redis-server this bench starts, and unset (the Postgres statement
 // alone). The service runs as its own process; decisions and tokens are prepared first so each
 // phase measures one thing. The load generator shares the machine. Prints figures; asserts nothing.
-//   npx tsx --expose-gc bench/capabilities.ts
+//   npx tsx --expose-gc --v8-pool-size=1 bench/capabilities.ts   (as `npm run bench` runs it)
 // Target: ≥ 3,000 consumes/s on the Redis path.
 import {
   calibrate,

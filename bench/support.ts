@@ -146,7 +146,15 @@ export async function startBenchRedis(): Promise<Stoppable & { url: string }> {
   };
 }
 
-/** The service running as its own process (`node --import tsx src/main.ts`). */
+/**
+ * Node flags the service runs with, as `npm start` passes them: one V8 platform thread instead of
+ * four. On this 2-core machine, shared with Postgres and the load generator, four threads of
+ * concurrent marking took both cores at once during each full collection and stalled the event
+ * loop, the thread pool's Ed25519 verifications and Postgres together.
+ */
+export const SERVICE_NODE_FLAGS = ["--v8-pool-size=1"];
+
+/** The service running as its own process (`node --v8-pool-size=1 --import tsx src/main.ts`). */
 export interface ServiceChild extends Stoppable {
   baseUrl: string;
   port: number;
@@ -175,7 +183,7 @@ export async function spawnMandate(databaseUrl: string, redisUrl?: string): Prom
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[k] !== undefined) env[k] = process.env[k]!;
   // BENCH_NODE_ARGS adds node flags to the service, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...nodeArgs, "--import", "tsx", "src/main.ts"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   const keep = (chunk: Buffer) => {
     output.push(chunk.toString());
@@ -715,9 +723,17 @@ export async function closedLoop(concurrency: number, total: number, op: Operati
  * Open loop: operation i is due at start + i/rate, whatever the service does; latency is measured
  * from that due time (so a stall is not hidden by the generator waiting on it). When more than
  * `maxInFlight` are outstanding the service cannot keep up: offering stops (result.saturated).
+ * The first `lead` operations run at the same rate without a break but are reported apart
+ * (result.lead): what follows a change of load, against the steady state measured after it.
  */
-export async function openLoop(rate: number, total: number, op: Operation, maxInFlight = rate): Promise<RunResult> {
+export async function openLoop(
+  rate: number,
+  total: number,
+  op: Operation,
+  { maxInFlight = rate, lead = 0 }: { maxInFlight?: number; lead?: number } = {},
+): Promise<RunResult & { lead: Latency | null }> {
   const latencies: number[] = [];
+  const leadLatencies: number[] = [];
   const failures: string[] = [];
   const pending = new Set<Promise<void>>();
   let ok = 0;
@@ -739,8 +755,9 @@ export async function openLoop(rate: number, total: number, op: Operation, maxIn
         .catch((err: unknown) => String(err))
         .then((r) => {
           pending.delete(p);
-          latencies.push(performance.now() - dueAt);
-          if (r === true) ok++;
+          (i < lead ? leadLatencies : latencies).push(performance.now() - dueAt);
+          // ok counts the steady part; a failure anywhere is one.
+          if (r === true) ok += i < lead ? 0 : 1;
           else {
             failed++;
             if (failures.length < 20) failures.push(r);
@@ -751,7 +768,10 @@ export async function openLoop(rate: number, total: number, op: Operation, maxIn
     await new Promise((r) => setTimeout(r, 1));
   }
   await Promise.all(pending);
-  return collect(run, latencies, failures, ok, failed, sent, saturated);
+  // The steady part's clock starts when its first operation was due.
+  run.started += (Math.min(lead, sent) * 1000) / rate;
+  const result = collect(run, latencies, failures, ok, failed, sent - Math.min(lead, sent), saturated);
+  return { ...result, lead: lead > 0 ? latencyOf(leadLatencies) : null };
 }
 
 const n = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");

@@ -19,7 +19,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** A service started the way `npm start` starts it: `tsx src/main.ts` in its own process. */
+/** A service started the way `npm start` starts it: `tsx --v8-pool-size=1 src/main.ts` in its own process. */
 export interface ServiceProcess {
   child: ChildProcess;
   port: number;
@@ -31,7 +31,7 @@ export interface ServiceProcess {
 }
 
 /**
- * Spawns `tsx src/main.ts` (what `npm start` runs), or `npm start` itself
+ * Spawns `tsx --v8-pool-size=1 src/main.ts` (what `npm start` runs), or `npm start` itself
  * (setup check, then the service; signals go to npm), with exactly `env` on
  * top of PATH/HOME, and resolves once it logs "listening". DATABASE_URL, REDIS_URL
  * and friends are only set when given: nothing leaks from the test's environment.
@@ -40,7 +40,7 @@ export async function spawnService(env: Record<string, string>, options: { via?:
   const timeoutMs = options.timeoutMs ?? 90_000;
   const base: Record<string, string> = {};
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "USER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-  const [command, args] = options.via === "npm start" ? ["npm", ["start", "--silent"]] : [path.join(repoRoot, "node_modules/.bin/tsx"), ["src/main.ts"]];
+  const [command, args] = options.via === "npm start" ? ["npm", ["start", "--silent"]] : [path.join(repoRoot, "node_modules/.bin/tsx"), ["--v8-pool-size=1", "src/main.ts"]];
   const child = spawn(command, args, {
     cwd: repoRoot,
     env: { ...base, LOG_LEVEL: "info", ...env },
