@@ -1,9 +1,9 @@
 // Signed Intents end to end (issue 5): decisions per second at max concurrency and p50/p99 at a
-// fixed offered rate of 1,000/s (steady: measured after 4 s at that rate, which are reported apart), over /v1 (HTTP/1.1 keep-alive) and over gRPC (h2c, one connection,
-// hand-framed: see RawGrpcClient), against the
-// service as its own process with durable evidence (synchronous_commit on). The load generator
-// runs in this process, on the same machine: it takes CPU from the service, so the figures are
-// a floor. Prints figures; asserts nothing.
+// steady offered rate of 1,000/s (measured after 4 s at that rate, which are reported apart),
+// over /v1 (HTTP/1.1 keep-alive) and over gRPC (h2c, one connection, hand-framed: see
+// RawGrpcClient), against the service as its own process with durable evidence
+// (synchronous_commit on). The load generator runs in this process, on the same machine: it
+// takes CPU from the service, so the figures are a floor. Prints figures; asserts nothing.
 //   npx tsx --expose-gc --v8-pool-size=1 bench/intents.ts   (as `npm run bench` runs it)
 // Targets: ≥ 2,000 decisions/s; p99 < 20 ms at 1,000/s; peak RSS printed.
 import { Outcome } from "../src/gen/mandate/v1/decisions_pb.js";
@@ -11,6 +11,7 @@ import {
   calibrate,
   closedLoop,
   createAgents,
+  describeLatency,
   describeRun,
   fmt,
   HttpClient,
@@ -113,7 +114,7 @@ export async function runIntentsBench(log: (line: string) => void = console.log)
         const lead = RATE * RATE_LEAD_SECONDS;
         const rateRun = await openLoop(RATE, lead + RATE_RUN, ops[transport](signIntents(agents, lead + RATE_RUN)), { lead });
         atRate[transport] = rateRun;
-        if (rateRun.lead) log(`  ${`${label}, first ${RATE_LEAD_SECONDS} s at ${fmt(RATE)}/s`.padEnd(44)}          p50 ${fmt(rateRun.lead.p50, 2).padStart(7)} ms   p99 ${fmt(rateRun.lead.p99, 2).padStart(7)} ms   max ${fmt(rateRun.lead.max, 1).padStart(7)} ms   (right after the max-concurrency run; not the target's figure)`);
+        if (rateRun.lead) log(describeLatency(`${label}, first ${RATE_LEAD_SECONDS} s at ${fmt(RATE)}/s`, rateRun.lead, "right after the max-concurrency run; not the target's figure"));
         log(describeRun(`${label}, offered ${fmt(RATE)}/s, steady`, atRate[transport]));
         light[transport] = await openLoop(LIGHT_RATE, LIGHT_RUN, ops[transport](signIntents(agents, LIGHT_RUN)));
         log(describeRun(`${label}, offered ${fmt(LIGHT_RATE)}/s`, light[transport]));

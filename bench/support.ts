@@ -776,11 +776,18 @@ export async function openLoop(
 
 const n = (x: number, digits = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a");
 
+const latencyColumns = (l: Latency) => `p50 ${n(l.p50, 2).padStart(7)} ms   p99 ${n(l.p99, 2).padStart(7)} ms   max ${n(l.max, 1).padStart(7)} ms`;
+
 /** One result as a line: rate, p50/p99/max, failures. */
 export function describeRun(label: string, r: RunResult): string {
   const gc = r.generatorGc.maxMs >= 5 ? `   load generator GC: ${r.generatorGc.pauses} pauses, longest ${n(r.generatorGc.maxMs, 1)} ms` : "";
   const fail = (r.saturated ? "  SATURATED: the service fell behind the offered rate; offering stopped" : "") + (r.failed ? `  FAILED ${r.failed} (e.g. ${r.failures[0]})` : "");
-  return `  ${label.padEnd(44)} ${n(r.perSecond).padStart(7)}/s   p50 ${n(r.latency.p50, 2).padStart(7)} ms   p99 ${n(r.latency.p99, 2).padStart(7)} ms   max ${n(r.latency.max, 1).padStart(7)} ms   (${n(r.ok)} in ${n(r.seconds, 1)} s)${gc}${fail}`;
+  return `  ${label.padEnd(52)} ${n(r.perSecond).padStart(7)}/s   ${latencyColumns(r.latency)}   (${n(r.ok)} in ${n(r.seconds, 1)} s)${gc}${fail}`;
+}
+
+/** Latencies alone as a line, aligned with describeRun's (an open loop's lead). */
+export function describeLatency(label: string, l: Latency, note: string): string {
+  return `  ${label.padEnd(52)} ${"".padStart(9)}   ${latencyColumns(l)}   (${note})`;
 }
 
 /** "value vs target → ratio" for the summary. */
