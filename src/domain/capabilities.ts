@@ -19,6 +19,12 @@ export type { CapabilityRow } from "../storage/postgres/capabilities.js";
 
 const ISSUER = "mandate";
 
+/** One issued capability waiting for the group commit, with its evidence. */
+interface IssueItem {
+  row: CapabilityRow;
+  entry: EvidenceEntry;
+}
+
 /** One consume waiting for its organization's group commit. */
 interface ConsumeItem {
   row: CapabilityRow;
@@ -71,6 +77,7 @@ function constraintsDigest(constraints: Record<string, string>): string {
  * the capability depends on in the same atomic step.
  */
 export class Capabilities {
+  private readonly issues = new GroupCommit<IssueItem>((batch) => this.commitIssues(batch));
   private readonly consumes = new GroupCommit<ConsumeItem>((batch) => this.commitConsumes(batch));
   /** Concurrent verifications read their capability rows in one query. */
   private readonly rows: BatchedReads<{ organizationId: string; capabilityId: string }, CapabilityRow | null>;
@@ -195,29 +202,26 @@ export class Capabilities {
       .setExpirationTime(expiresAt)
       .sign(signingKey.key);
     row.token_digest = tokenDigest(token);
+    const entry: EvidenceEntry = {
+      organizationId: caller.organizationId,
+      kind: "capability.issued",
+      subjectId: row.capability_id,
+      payload: {
+        capability_id: row.capability_id,
+        decision_id: decisionId,
+        from_review: fromReview,
+        audience: row.audience,
+        issued_by: row.issued_by,
+        by: caller.identity,
+        action: row.action,
+        resource,
+        constraints,
+        expires_at: expiresAt.toISOString(),
+      },
+    };
     try {
-      await this.db.transaction(async (tx) => {
-        await capabilityStore.insert(tx, row);
-        await this.evidence.append(tx, [
-          {
-            organizationId: caller.organizationId,
-            kind: "capability.issued",
-            subjectId: row.capability_id,
-            payload: {
-              capability_id: row.capability_id,
-              decision_id: decisionId,
-              from_review: fromReview,
-              audience: row.audience,
-              issued_by: row.issued_by,
-              by: caller.identity,
-              action: row.action,
-              resource,
-              constraints,
-              expires_at: expiresAt.toISOString(),
-            },
-          },
-        ]);
-      });
+      // One lane for every organization, as consumes: each group commits in one statement.
+      await this.issues.submit("issues", { row, entry });
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new MandateError("capability_already_issued", "This decision already had its one Capability; no other is ever issued.");
@@ -225,6 +229,35 @@ export class Capabilities {
       throw err;
     }
     return { token, row };
+  }
+
+  /**
+   * Commits a group of issued capabilities, of any organizations: one statement for the whole
+   * group when every chain head is where this process left it, else (another writer moved a
+   * head) a second try on the current head, then a transaction under the organization's chain
+   * lock. A decision issued twice fails its statement with a unique violation; GroupCommit then
+   * commits each item alone, so only that one is refused.
+   */
+  private commitIssues(batch: readonly IssueItem[]): Promise<Map<IssueItem, unknown>> {
+    return commitAcrossOrganizations(batch, new Set(), {
+      organizationOf: (i) => i.row.organization_id,
+      checked: async (items) => {
+        const { written } = await this.evidence.appendCheckedAcross(
+          items.map((i) => i.entry),
+          new Date(),
+          (moves, records) => capabilityStore.insertWithEvidence(this.db.pool, moves, records, items.map((i) => i.row)),
+        );
+        return items.filter((i) => !written.has(i.row.organization_id));
+      },
+      locking: async (items) => {
+        await this.db.transaction(async (tx) => {
+          // The chain lock first, as the statement takes it, so the two paths never deadlock.
+          await this.evidence.append(tx, items.map((i) => i.entry));
+          for (const { row } of items) await capabilityStore.insert(tx, row);
+        });
+        return new Map();
+      },
+    });
   }
 
   /**

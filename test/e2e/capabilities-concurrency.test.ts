@@ -4,7 +4,7 @@ import { exportEvidence, newAgent, newOrgFixture, TRANSPORTS, type OrgFixture, t
 import { spawnService, type ServiceProcess } from "../support/process.js";
 import { sharedDatabaseUrl, sharedRedisUrl, startService, type TestService } from "../support/service.js";
 import { verifyEvidenceExport } from "../../src/evidence/verify.js";
-import { allowedCapability, capabilityState, expectConsumed, instanceAt, verify, type Instance } from "./capabilities-support.js";
+import { allowedCapability, capabilityState, decide, expectConsumed, instanceAt, issue, verify, type Instance } from "./capabilities-support.js";
 
 /*
  * Issue 6 "Done when": 100 concurrent verifies of one token, spread over two
@@ -118,6 +118,31 @@ describe.each([
       expect(verdict.problems, `org ${k}`).toEqual([]);
       const consumed = exported.records.filter((r) => r.kind === "capability.consumed").map((r) => r.subject_id);
       expect(consumed.sort(), `org ${k}`).toEqual(fresh.filter((c) => c.org === o).map((c) => c.capabilityId).sort());
+    }
+  }, 120_000);
+
+  /*
+   * Issues of every organization commit together too, one statement per group, and the two
+   * processes move each other's chain heads. A decision issued on both at once must get exactly
+   * one Capability without holding up, losing or corrupting anyone else's.
+   */
+  it("concurrent issues of several organizations on two processes, each decision asked twice: one Capability per decision, every chain verifies", async () => {
+    const orgs = await Promise.all(Array.from({ length: 3 }, () => newOrgFixture(local)));
+    const agents = await Promise.all(orgs.map((o) => newAgent(local, o)));
+    const decisions = await Promise.all(agents.flatMap((a) => Array.from({ length: 6 }, () => decide(local, a).then((d) => ({ decisionId: d.decision_id, org: a.org })))));
+    // Each decision twice, once on each process, the two far apart in the order sent.
+    const attempts = [...decisions.map((d, i) => ({ ...d, at: i % 2 ? remote : local })), ...decisions.map((d, i) => ({ ...d, at: i % 2 ? local : remote }))];
+    const results = await Promise.all(attempts.map((a) => issue(a.at, a.org.apiKey, a.decisionId)));
+    for (const [i, d] of decisions.entries()) {
+      const pair = [results[i]!, results[i + decisions.length]!].map((r) => (r.status === 200 ? "200" : `${r.status} ${r.body.detail}`)).sort();
+      expect(pair, d.decisionId).toEqual(["200", "409 capability_already_issued"]);
+    }
+
+    for (const [k, o] of orgs.entries()) {
+      const exported = await exportEvidence(local, o.apiKey);
+      expect(verifyEvidenceExport(exported, { organizationId: o.organizationId }).problems, `org ${k}`).toEqual([]);
+      const issued = exported.records.filter((r) => r.kind === "capability.issued").map((r) => (r.payload as { decision_id: string }).decision_id);
+      expect(issued.sort(), `org ${k}`).toEqual(decisions.filter((d) => d.org === o).map((d) => d.decisionId).sort());
     }
   }, 120_000);
 });

@@ -1,6 +1,6 @@
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
 
 /** A capability row (never the token). */
 export interface CapabilityRow {
@@ -54,6 +54,38 @@ export const capabilityStore = {
     );
   },
 
+  /**
+   * The issue's usual path, ONE autocommitted statement for capabilities of one or more
+   * organizations: for each organization whose chain head is still where its move expects it,
+   * inserts its capabilities, stores its evidence records and moves its head on; the other
+   * organizations get nothing written. Returns the organizations written. A decision that
+   * already has its capability fails the whole statement with a unique violation, as
+   * {@link insert} does.
+   */
+  async insertWithEvidence(q: Queryable, moves: readonly HeadMove[], records: readonly EvidenceRecord[], cs: readonly Omit<CapabilityRow, "consumed_at" | "consumed_by">[]): Promise<Set<string>> {
+    const col = <T>(f: (c: (typeof cs)[number]) => T) => cs.map(f);
+    const { rows } = await q.query<{ organization_id: string }>({
+      name: "capabilities_insert_with_evidence",
+      text: `WITH ${headMoveCtes(21)},
+             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
+             capabilities AS (
+               INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
+               SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::jsonb[], $18::timestamptz[], $19::timestamptz[], $20::text[])
+                        AS c(capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
+                WHERE c.organization_id IN (SELECT organization_id FROM head)
+             )
+             SELECT organization_id FROM head`,
+      values: [
+        ...evidenceInsertValues(records),
+        col((c) => c.capability_id), col((c) => c.organization_id), col((c) => c.decision_id), col((c) => c.agent_id), col((c) => c.integration_id),
+        col((c) => c.audience), col((c) => c.issued_by), col((c) => c.action), col((c) => c.resource), col((c) => JSON.stringify(c.constraints)),
+        col((c) => c.issued_at), col((c) => c.expires_at), col((c) => c.token_digest),
+        ...headMoveValues(moves),
+      ],
+    });
+    return new Set(rows.map((r) => r.organization_id));
+  },
+
   /** The capability of the organization, or null. */
   async get(q: Queryable, organizationId: string, capabilityId: string): Promise<CapabilityRow | null> {
     const { rows } = await q.query<CapabilityRow>("SELECT * FROM capabilities WHERE organization_id = $1 AND capability_id = $2", [organizationId, capabilityId]);
@@ -101,23 +133,12 @@ export const capabilityStore = {
                 ORDER BY c.capability_id
                   FOR UPDATE OF c
              ),
-             moves AS (
-               SELECT * FROM unnest($11::text[], $12::bigint[], $13::text[], $14::bigint[], $15::text[])
-                        AS m(organization_id, expected_seq, expected_digest, seq, digest)
-             ),
-             ready AS (
-               SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
-                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND ${ORGANIZATION_ACTIVE("m.organization_id")}
+             ${headMoveCtes(
+               11,
+               `${ORGANIZATION_ACTIVE("m.organization_id")}
                   AND (SELECT count(*) FROM consumable k WHERE k.organization_id = m.organization_id)
-                    = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)
-                ORDER BY h.organization_id
-                  FOR UPDATE OF h
-             ),
-             head AS (
-               UPDATE evidence_heads h SET seq = m.seq, digest = m.digest FROM moves m
-                WHERE h.organization_id = m.organization_id AND h.organization_id IN (SELECT organization_id FROM ready)
-                RETURNING h.organization_id
-             ),
+                    = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)`,
+             )},
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")})
              UPDATE capabilities c SET consumed_at = $10, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
               WHERE c.capability_id = ANY($8::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
@@ -127,11 +148,7 @@ export const capabilityStore = {
         capabilityIds,
         by,
         consumedAt,
-        moves.map((m) => m.organizationId),
-        moves.map((m) => m.expected.seq),
-        moves.map((m) => m.expected.digest ?? ""),
-        moves.map((m) => m.next.seq),
-        moves.map((m) => m.next.digest),
+        ...headMoveValues(moves),
         organizationIds,
       ],
     });

@@ -1,7 +1,7 @@
 import type { ReconciliationRow } from "./execution.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
 
 /** Outcomes; there is no fourth. */
 export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
@@ -158,10 +158,6 @@ export const decisionStore = {
                 ORDER BY a.agent_id
                   FOR SHARE OF a
              ),
-             moves AS (
-               SELECT * FROM unnest($27::text[], $28::bigint[], $29::text[], $30::bigint[], $31::text[])
-                        AS m(organization_id, expected_seq, expected_digest, seq, digest)
-             ),
              -- Organizations with a signer no longer active, or a decision evaluated against a
              -- policy head or integration contract that is no longer current.
              refused AS (
@@ -178,17 +174,7 @@ export const decisionStore = {
                    OR h.policy_versions IS DISTINCT FROM d.policy_versions
                    OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
              ),
-             ready AS (
-               SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
-                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND m.organization_id NOT IN (SELECT organization_id FROM refused)
-                ORDER BY h.organization_id
-                  FOR UPDATE OF h
-             ),
-             head AS (
-               UPDATE evidence_heads h SET seq = m.seq, digest = m.digest FROM moves m
-                WHERE h.organization_id = m.organization_id AND h.organization_id IN (SELECT organization_id FROM ready)
-                RETURNING h.organization_id
-             ),
+             ${headMoveCtes(27, "m.organization_id NOT IN (SELECT organization_id FROM refused)")},
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
              decisions AS (${decisionsInsert(7, "WHERE d.organization_id IN (SELECT organization_id FROM head)")})
              SELECT organization_id FROM head`,
@@ -197,11 +183,7 @@ export const decisionStore = {
         ...decisionsInsertValues(ds),
         signers.map((s) => s.certificateId),
         signers.map((s) => s.organizationId),
-        moves.map((m) => m.organizationId),
-        moves.map((m) => m.expected.seq),
-        moves.map((m) => m.expected.digest ?? ""),
-        moves.map((m) => m.next.seq),
-        moves.map((m) => m.next.digest),
+        ...headMoveValues(moves),
       ],
     });
     return new Set(rows.map((r) => r.organization_id));

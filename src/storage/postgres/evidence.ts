@@ -40,6 +40,42 @@ export function evidenceInsertValues(records: readonly EvidenceRecord[]): unknow
 }
 
 /**
+ * The CTEs of a statement that appends for several organizations without a prior lock:
+ * `moves` (parameters $n..$n+4, see {@link headMoveValues}); `ready`, the organizations whose
+ * head is still where its move expects it and that meet `condition` (which may name the move as
+ * `m`), their heads locked in organization order; and `head`, those heads moved on, returning
+ * their organization_id. The statement writes its rows only for the organizations in `head`.
+ */
+export function headMoveCtes(n: number, condition = "TRUE"): string {
+  return `moves AS (
+               SELECT * FROM unnest($${n}::text[], $${n + 1}::bigint[], $${n + 2}::text[], $${n + 3}::bigint[], $${n + 4}::text[])
+                        AS m(organization_id, expected_seq, expected_digest, seq, digest)
+             ),
+             ready AS (
+               SELECT h.organization_id FROM evidence_heads h JOIN moves m USING (organization_id)
+                WHERE h.seq = m.expected_seq AND h.digest = m.expected_digest AND ${condition}
+                ORDER BY h.organization_id
+                  FOR UPDATE OF h
+             ),
+             head AS (
+               UPDATE evidence_heads h SET seq = m.seq, digest = m.digest FROM moves m
+                WHERE h.organization_id = m.organization_id AND h.organization_id IN (SELECT organization_id FROM ready)
+                RETURNING h.organization_id
+             )`;
+}
+
+/** The five parameters of {@link headMoveCtes}. */
+export function headMoveValues(moves: readonly HeadMove[]): unknown[] {
+  return [
+    moves.map((m) => m.organizationId),
+    moves.map((m) => m.expected.seq),
+    moves.map((m) => m.expected.digest ?? ""),
+    moves.map((m) => m.next.seq),
+    moves.map((m) => m.next.digest),
+  ];
+}
+
+/**
  * The records' documents as ONE text parameter, a line each, read back as a text[]: JSON text
  * never holds a raw line break (JSON.stringify escapes control characters and adds no
  * whitespace), so splitting on them is exact. As a Postgres array parameter, every document
