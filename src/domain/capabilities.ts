@@ -2,7 +2,7 @@ import { hash } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
 import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation } from "../storage/postgres/database.js";
+import { isUniqueViolation, type OrganizationKey } from "../storage/postgres/database.js";
 import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
 import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
 import type { OrgCaller } from "./caller.js";
@@ -80,7 +80,9 @@ export class Capabilities {
   private readonly issues = new GroupCommit<IssueItem>((batch) => this.commitIssues(batch));
   private readonly consumes = new GroupCommit<ConsumeItem>((batch) => this.commitConsumes(batch));
   /** Concurrent verifications read their capability rows in one query. */
-  private readonly rows: BatchedReads<{ organizationId: string; capabilityId: string }, CapabilityRow | null>;
+  private readonly rows: BatchedReads<OrganizationKey, CapabilityRow | null>;
+  /** Concurrent issues read their decisions in one query. */
+  private readonly decisions: BatchedReads<OrganizationKey, DecisionRow | null>;
 
   constructor(
     private readonly db: Database,
@@ -89,6 +91,7 @@ export class Capabilities {
     private readonly log: (err: unknown) => void = () => undefined,
   ) {
     this.rows = new BatchedReads((keys) => capabilityStore.getMany(db.pool, keys));
+    this.decisions = new BatchedReads((keys) => decisionStore.getMany(db.pool, keys));
   }
 
   /**
@@ -158,7 +161,7 @@ export class Capabilities {
     if (!Number.isInteger(ttl) || ttl < 1 || ttl > 3600) errors.push({ field: "ttl_seconds", code: "out_of_range", message: "must be between 1 and 3600" });
     if (errors.length) throw validationFailed(errors);
 
-    const d = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    const d = await this.decisions.get({ organizationId: caller.organizationId, id: decisionId });
     if (!d) throw notFound("Decision");
     if (fromReview) {
       if (d.outcome !== "HUMAN_REVIEW" || d.status !== "RESOLVED" || d.resolution?.resolution !== "approved") {
@@ -307,7 +310,7 @@ export class Capabilities {
       return null;
     }
     if (claims.org !== caller.organizationId || typeof claims.jti !== "string") return null;
-    const row = await this.rows.get({ organizationId: caller.organizationId, capabilityId: claims.jti });
+    const row = await this.rows.get({ organizationId: caller.organizationId, id: claims.jti });
     return row?.token_digest && row.token_digest === tokenDigest(token) ? row : null;
   }
 
@@ -326,7 +329,7 @@ export class Capabilities {
     }
     // Another organization's capability does not exist for this caller.
     if (claims.org !== caller.organizationId || typeof claims.jti !== "string") throw notFound("Capability");
-    const row = await this.rows.get({ organizationId: caller.organizationId, capabilityId: claims.jti });
+    const row = await this.rows.get({ organizationId: caller.organizationId, id: claims.jti });
     if (!row) throw notFound("Capability");
     return row;
   }

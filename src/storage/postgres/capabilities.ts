@@ -1,5 +1,5 @@
 import type { EvidenceRecord } from "../../evidence/record.js";
-import type { Queryable } from "./database.js";
+import { rowsByKey, type OrganizationKey, type Queryable } from "./database.js";
 import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
 
 /** A capability row (never the token). */
@@ -93,18 +93,8 @@ export const capabilityStore = {
   },
 
   /** Many capabilities by (organization, id) in one query; one entry per key, in order, null when absent. */
-  async getMany(q: Queryable, keys: readonly { organizationId: string; capabilityId: string }[]): Promise<(CapabilityRow | null)[]> {
-    // `= ANY` on the primary key: an index probe per id whatever the planner thinks of the array.
-    const { rows } = await q.query<CapabilityRow>({
-      name: "capabilities_get_many",
-      text: "SELECT * FROM capabilities WHERE capability_id = ANY($1::text[])",
-      values: [keys.map((k) => k.capabilityId)],
-    });
-    const byId = new Map(rows.map((r) => [r.capability_id, r]));
-    return keys.map((k) => {
-      const row = byId.get(k.capabilityId);
-      return row && row.organization_id === k.organizationId ? row : null;
-    });
+  getMany(q: Queryable, keys: readonly OrganizationKey[]): Promise<(CapabilityRow | null)[]> {
+    return rowsByKey<CapabilityRow>(q, "capabilities", "capability_id", keys);
   },
 
   /**

@@ -7,6 +7,31 @@ export type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
 // Postgres returns int8 (bigint counts, seq) as strings; every value we store fits in 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
+/** A row wanted by its id within one organization. */
+export interface OrganizationKey {
+  organizationId: string;
+  id: string;
+}
+
+/**
+ * Rows of `table` by their id column for keys of any organizations, in ONE named statement
+ * (for reads batched across concurrent requests): one entry per key, in order; null when absent
+ * or of another organization, which for that caller does not exist.
+ */
+export async function rowsByKey<R extends { organization_id: string }>(
+  q: Queryable,
+  table: "capabilities" | "decisions",
+  idColumn: keyof R & string,
+  keys: readonly OrganizationKey[],
+): Promise<(R | null)[]> {
+  const { rows } = await q.query<R>({ name: `${table}_by_key`, text: `SELECT * FROM ${table} WHERE ${idColumn} = ANY($1::text[])`, values: [keys.map((k) => k.id)] });
+  const byId = new Map(rows.map((r) => [r[idColumn] as string, r]));
+  return keys.map((k) => {
+    const row = byId.get(k.id);
+    return row && row.organization_id === k.organizationId ? row : null;
+  });
+}
+
 /** SQLSTATEs that mean "try the whole transaction again". */
 const RETRYABLE = new Set(["40001", "40P01"]);
 

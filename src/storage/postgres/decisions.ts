@@ -1,6 +1,6 @@
 import type { ReconciliationRow } from "./execution.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
-import type { Queryable } from "./database.js";
+import { rowsByKey, type OrganizationKey, type Queryable } from "./database.js";
 import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
 
 /** Outcomes; there is no fourth. */
@@ -216,6 +216,11 @@ export const decisionStore = {
   async byNonce(q: Queryable, agentId: string, nonce: string): Promise<DecisionRow | null> {
     const { rows } = await q.query<DecisionRow>("SELECT * FROM decisions WHERE agent_id = $1 AND nonce = $2", [agentId, nonce]);
     return rows[0] ?? null;
+  },
+
+  /** Many decisions by (organization, id) in one query (no reconciliation); one entry per key, in order, null when absent. */
+  getMany(q: Queryable, keys: readonly OrganizationKey[]): Promise<(DecisionRow | null)[]> {
+    return rowsByKey<DecisionRow>(q, "decisions", "decision_id", keys);
   },
 
   /** One decision of the organization (locked for the transaction when asked), or null. */
