@@ -227,11 +227,14 @@ export const decisionStore = {
   async get(q: Queryable, organizationId: string, decisionId: string, lock = false): Promise<DecisionRow | null> {
     const { rows } = await q.query<DecisionRow>(
       lock
-        ? "SELECT * FROM decisions WHERE organization_id = $1 AND decision_id = $2 FOR UPDATE"
-        : `SELECT d.*, (SELECT row_to_json(r) FROM (SELECT status, receipt_id, reported_by, reconciled_at FROM reconciliations
-                          WHERE decision_id = d.decision_id ORDER BY reconciled_at DESC LIMIT 1) r) AS reconciliation
-             FROM decisions d WHERE d.organization_id = $1 AND d.decision_id = $2`,
-      [organizationId, decisionId],
+        ? { name: "decisions_get_locked", text: "SELECT * FROM decisions WHERE organization_id = $1 AND decision_id = $2 FOR UPDATE", values: [organizationId, decisionId] }
+        : {
+            name: "decisions_get",
+            text: `SELECT d.*, (SELECT row_to_json(r) FROM (SELECT status, receipt_id, reported_by, reconciled_at FROM reconciliations
+                                  WHERE decision_id = d.decision_id ORDER BY reconciled_at DESC LIMIT 1) r) AS reconciliation
+                     FROM decisions d WHERE d.organization_id = $1 AND d.decision_id = $2`,
+            values: [organizationId, decisionId],
+          },
     );
     return rows[0] ?? null;
   },
