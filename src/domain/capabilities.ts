@@ -256,7 +256,7 @@ export class Capabilities {
         await this.db.transaction(async (tx) => {
           // The chain lock first, as the statement takes it, so the two paths never deadlock.
           await this.evidence.append(tx, items.map((i) => i.entry));
-          for (const { row } of items) await capabilityStore.insert(tx, row);
+          await capabilityStore.insertMany(tx, items.map((i) => i.row));
         });
         return new Map();
       },

@@ -22,6 +22,28 @@ export interface CapabilityRow {
   token_digest: string | null;
 }
 
+/** A capability as issued (not yet consumed). */
+export type NewCapability = Omit<CapabilityRow, "consumed_at" | "consumed_by">;
+
+const CAPABILITY_COLUMNS = "capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest";
+
+/** The INSERT of capabilities as 13 array parameters numbered from `offset` + 1, as the rows `c`; `where` conditions it. */
+function capabilitiesInsert(offset: number, where = ""): string {
+  const types = ["text", "text", "text", "text", "text", "text", "text", "text", "text", "jsonb", "timestamptz", "timestamptz", "text"];
+  const params = types.map((t, i) => `$${offset + i + 1}::${t}[]`).join(", ");
+  return `INSERT INTO capabilities (${CAPABILITY_COLUMNS}) SELECT * FROM unnest(${params}) AS c(${CAPABILITY_COLUMNS}) ${where}`;
+}
+
+/** The parameters of {@link capabilitiesInsert}. */
+function capabilitiesInsertValues(cs: readonly NewCapability[]): unknown[] {
+  const col = <T>(f: (c: NewCapability) => T) => cs.map(f);
+  return [
+    col((c) => c.capability_id), col((c) => c.organization_id), col((c) => c.decision_id), col((c) => c.agent_id), col((c) => c.integration_id),
+    col((c) => c.audience), col((c) => c.issued_by), col((c) => c.action), col((c) => c.resource), col((c) => JSON.stringify(c.constraints)),
+    col((c) => c.issued_at), col((c) => c.expires_at), col((c) => c.token_digest),
+  ];
+}
+
 /** Why a consume did not happen, in the order the checks apply. */
 export type ConsumeRefusal = "expired" | "dependency_inactive" | "consumed";
 
@@ -45,13 +67,9 @@ const CONSUMABLE = `${CONSUMABLE_IN_ORGANIZATION} AND ${ORGANIZATION_ACTIVE("c.o
 
 /** SQL for capabilities. */
 export const capabilityStore = {
-  /** Inserts; a unique violation on capabilities_decision_id_key means the decision already had one. */
-  async insert(q: Queryable, c: Omit<CapabilityRow, "consumed_at" | "consumed_by">): Promise<void> {
-    await q.query(
-      `INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [c.capability_id, c.organization_id, c.decision_id, c.agent_id, c.integration_id, c.audience, c.issued_by, c.action, c.resource, JSON.stringify(c.constraints), c.issued_at, c.expires_at, c.token_digest],
-    );
+  /** Inserts in one statement (the issue's locking path); a unique violation on capabilities_decision_id_key means a decision already had one. */
+  async insertMany(q: Queryable, cs: readonly NewCapability[]): Promise<void> {
+    await q.query({ name: "capabilities_insert_many", text: capabilitiesInsert(0), values: capabilitiesInsertValues(cs) });
   },
 
   /**
@@ -60,28 +78,16 @@ export const capabilityStore = {
    * inserts its capabilities, stores its evidence records and moves its head on; the other
    * organizations get nothing written. Returns the organizations written. A decision that
    * already has its capability fails the whole statement with a unique violation, as
-   * {@link insert} does.
+   * {@link insertMany} does.
    */
-  async insertWithEvidence(q: Queryable, moves: readonly HeadMove[], records: readonly EvidenceRecord[], cs: readonly Omit<CapabilityRow, "consumed_at" | "consumed_by">[]): Promise<Set<string>> {
-    const col = <T>(f: (c: (typeof cs)[number]) => T) => cs.map(f);
+  async insertWithEvidence(q: Queryable, moves: readonly HeadMove[], records: readonly EvidenceRecord[], cs: readonly NewCapability[]): Promise<Set<string>> {
     const { rows } = await q.query<{ organization_id: string }>({
       name: "capabilities_insert_with_evidence",
       text: `WITH ${headMoveCtes(21)},
              records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
-             capabilities AS (
-               INSERT INTO capabilities (capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
-               SELECT * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::jsonb[], $18::timestamptz[], $19::timestamptz[], $20::text[])
-                        AS c(capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest)
-                WHERE c.organization_id IN (SELECT organization_id FROM head)
-             )
+             capabilities AS (${capabilitiesInsert(7, "WHERE c.organization_id IN (SELECT organization_id FROM head)")})
              SELECT organization_id FROM head`,
-      values: [
-        ...evidenceInsertValues(records),
-        col((c) => c.capability_id), col((c) => c.organization_id), col((c) => c.decision_id), col((c) => c.agent_id), col((c) => c.integration_id),
-        col((c) => c.audience), col((c) => c.issued_by), col((c) => c.action), col((c) => c.resource), col((c) => JSON.stringify(c.constraints)),
-        col((c) => c.issued_at), col((c) => c.expires_at), col((c) => c.token_digest),
-        ...headMoveValues(moves),
-      ],
+      values: [...evidenceInsertValues(records), ...capabilitiesInsertValues(cs), ...headMoveValues(moves)],
     });
     return new Set(rows.map((r) => r.organization_id));
   },
