@@ -790,6 +790,29 @@ export function describeLatency(label: string, l: Latency, note: string): string
   return `  ${label.padEnd(52)} ${"".padStart(9)}   ${latencyColumns(l)}   (${note})`;
 }
 
+/** The service's garbage collections so far, by kind (prom-client's nodejs_gc_duration_seconds: major, minor, incremental, weakcb). */
+export async function serviceGc(client: HttpClient): Promise<Map<string, { count: number; seconds: number }>> {
+  const res = await client.request("GET", "/metrics");
+  const byKind = new Map<string, { count: number; seconds: number }>();
+  for (const [, part, kind, value] of res.text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="(\w+)"\} (\S+)$/gm)) {
+    const entry = byKind.get(kind!) ?? { count: 0, seconds: 0 };
+    if (part === "count") entry.count = Number(value);
+    else entry.seconds = Number(value);
+    byKind.set(kind!, entry);
+  }
+  return byKind;
+}
+
+/** What the service collected between two {@link serviceGc} readings, as a line: full (major) and young (minor) collections. */
+export function describeServiceGc(label: string, before: Map<string, { count: number; seconds: number }>, after: Map<string, { count: number; seconds: number }>): string {
+  const delta = (kind: string) => {
+    const a = after.get(kind) ?? { count: 0, seconds: 0 };
+    const b = before.get(kind) ?? { count: 0, seconds: 0 };
+    return `${n(a.count - b.count)} (${n((a.seconds - b.seconds) * 1000, 1)} ms in all)`;
+  };
+  return `  ${label}: full collections ${delta("major")}, young collections ${delta("minor")}`;
+}
+
 /** "value vs target → ratio" for the summary. */
 export function versus(label: string, value: number, target: number, unit: string, higherIsBetter = true): string {
   const ratio = higherIsBetter ? value / target : target / value;
