@@ -114,12 +114,12 @@ export async function runIntentsBench(log: (line: string) => void = console.log)
         const perDecision = ((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / max[transport].ok) * 1e6;
         log(`${describeRun(`${label}, max concurrency`, max[transport])}   CPU per decision: service ${fmt(perDecision)} µs, Postgres ${fmt(pgPerDecision)} µs`);
         const lead = RATE * RATE_LEAD_SECONDS;
-        const gc0 = await serviceGc(http);
+        const gc0 = await serviceGc(svc.baseUrl);
         const rateRun = await openLoop(RATE, lead + RATE_RUN, ops[transport](signIntents(agents, lead + RATE_RUN)), { lead });
         atRate[transport] = rateRun;
         if (rateRun.lead) log(describeLatency(`${label}, first ${RATE_LEAD_SECONDS} s at ${fmt(RATE)}/s`, rateRun.lead, "right after the max-concurrency run; not the target's figure"));
         log(describeRun(`${label}, offered ${fmt(RATE)}/s, steady`, atRate[transport]));
-        log(describeServiceGc(`  service GC over the ${fmt(RATE_LEAD_SECONDS + RATE_RUN / RATE)} s at ${fmt(RATE)}/s (lead included)`, gc0, await serviceGc(http)));
+        log(describeServiceGc(`  service GC over the ${fmt(RATE_LEAD_SECONDS + RATE_RUN / RATE)} s at ${fmt(RATE)}/s (lead included)`, gc0, await serviceGc(svc.baseUrl)));
         light[transport] = await openLoop(LIGHT_RATE, LIGHT_RUN, ops[transport](signIntents(agents, LIGHT_RUN)));
         log(describeRun(`${label}, offered ${fmt(LIGHT_RATE)}/s`, light[transport]));
       }

@@ -791,10 +791,11 @@ export function describeLatency(label: string, l: Latency, note: string): string
 }
 
 /** The service's garbage collections so far, by kind (prom-client's nodejs_gc_duration_seconds: major, minor, incremental, weakcb). */
-export async function serviceGc(client: HttpClient): Promise<Map<string, { count: number; seconds: number }>> {
-  const res = await client.request("GET", "/metrics");
+export async function serviceGc(baseUrl: string): Promise<Map<string, { count: number; seconds: number }>> {
+  // fetch, not HttpClient: the metrics come chunked.
+  const text = await (await fetch(new URL("/metrics", baseUrl))).text();
   const byKind = new Map<string, { count: number; seconds: number }>();
-  for (const [, part, kind, value] of res.text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="(\w+)"\} (\S+)$/gm)) {
+  for (const [, part, kind, value] of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{kind="(\w+)"\} (\S+)$/gm)) {
     const entry = byKind.get(kind!) ?? { count: 0, seconds: 0 };
     if (part === "count") entry.count = Number(value);
     else entry.seconds = Number(value);
