@@ -11,6 +11,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startEmbeddedPostgres } from "../src/storage/postgres/embedded.js";
+import { serviceNodeFlags } from "../test/support/process.js";
 
 /** The repository root (the service is started from here). */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -147,14 +148,12 @@ export async function startBenchRedis(): Promise<Stoppable & { url: string }> {
 }
 
 /**
- * Node flags the service runs with, as `npm start` passes them: one V8 platform thread instead of
- * four. On this 2-core machine, shared with Postgres and the load generator, four threads of
- * concurrent marking took both cores at once during each full collection and stalled the event
- * loop, the thread pool's Ed25519 verifications and Postgres together.
+ * Node flags the service runs with, read from `npm start` (`--v8-pool-size=1`: one V8 platform
+ * thread instead of four; see the README).
  */
-export const SERVICE_NODE_FLAGS = ["--v8-pool-size=1"];
+export const SERVICE_NODE_FLAGS = serviceNodeFlags;
 
-/** The service running as its own process (`node --v8-pool-size=1 --import tsx src/main.ts`). */
+/** The service running as its own process (`node <SERVICE_NODE_FLAGS> --import tsx src/main.ts`). */
 export interface ServiceChild extends Stoppable {
   baseUrl: string;
   port: number;

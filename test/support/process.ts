@@ -7,6 +7,17 @@ import { fileURLToPath } from "node:url";
 /** The repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/**
+ * The node flags `npm start` gives the service (`exec tsx <flags> src/main.ts` in package.json),
+ * read from there so the tests and the bench start it exactly the same way.
+ */
+export const serviceNodeFlags: readonly string[] = (() => {
+  const start: string = JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")).scripts.start;
+  const m = /^exec tsx((?: --\S+)*) src\/main\.ts$/.exec(start);
+  if (!m) throw new Error(`package.json's start script is not \`exec tsx [flags] src/main.ts\`: ${start}`);
+  return m[1]!.split(" ").filter(Boolean);
+})();
+
 /** A free TCP port on loopback (the tiny race before it is bound is acceptable for tests). */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -19,7 +30,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** A service started the way `npm start` starts it: `tsx --v8-pool-size=1 src/main.ts` in its own process. */
+/** A service started the way `npm start` starts it: `tsx <serviceNodeFlags> src/main.ts` in its own process. */
 export interface ServiceProcess {
   child: ChildProcess;
   port: number;
@@ -31,7 +42,7 @@ export interface ServiceProcess {
 }
 
 /**
- * Spawns `tsx --v8-pool-size=1 src/main.ts` (what `npm start` runs), or `npm start` itself
+ * Spawns `tsx <serviceNodeFlags> src/main.ts` (what `npm start` runs), or `npm start` itself
  * (setup check, then the service; signals go to npm), with exactly `env` on
  * top of PATH/HOME, and resolves once it logs "listening". DATABASE_URL, REDIS_URL
  * and friends are only set when given: nothing leaks from the test's environment.
@@ -40,7 +51,7 @@ export async function spawnService(env: Record<string, string>, options: { via?:
   const timeoutMs = options.timeoutMs ?? 90_000;
   const base: Record<string, string> = {};
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "USER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-  const [command, args] = options.via === "npm start" ? ["npm", ["start", "--silent"]] : [path.join(repoRoot, "node_modules/.bin/tsx"), ["--v8-pool-size=1", "src/main.ts"]];
+  const [command, args] = options.via === "npm start" ? ["npm", ["start", "--silent"]] : [path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"]];
   const child = spawn(command, args, {
     cwd: repoRoot,
     env: { ...base, LOG_LEVEL: "info", ...env },
