@@ -1,3 +1,5 @@
+import canonicalizeModule from "canonicalize";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CanonicalJsonError, canonicalJson, sha256Hex } from "../../../src/evidence/canonical.js";
 
@@ -91,6 +93,42 @@ describe("canonicalJson: everyday values", () => {
 
   it("is independent of member insertion order", () => {
     expect(canonicalJson({ a: 1, b: { c: 2, d: 3 } })).toBe(canonicalJson({ b: { d: 3, c: 2 }, a: 1 }));
+  });
+});
+
+describe("canonicalJson: agrees with the reference implementation", () => {
+  // canonicalize is RFC 8785's reference JavaScript implementation, by its authors.
+  const reference = canonicalizeModule as unknown as (value: unknown) => string;
+  // Member names that could trip a serialiser: inherited ones, toJSON, index-like, code-unit order.
+  const trickyName = fc.constantFrom("__proto__", "constructor", "toString", "toJSON", "valueOf", "1", "01", "a", "A", "\u20ac", "\u{1F600}", "\ufb33", "");
+  const name = fc.oneof(trickyName, fc.string({ unit: "grapheme", maxLength: 4 }));
+  const { json } = fc.letrec((tie) => ({
+    json: fc.oneof({ depthSize: "small" }, fc.constant(null), fc.boolean(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), tie("array"), tie("object")),
+    array: fc.array(tie("json"), { maxLength: 4 }),
+    // Own data members, so `__proto__` is a member as JSON.parse makes it, not a prototype.
+    object: fc.array(fc.tuple(name, tie("json")), { maxLength: 5 }).map((members) => {
+      const o: Record<string, unknown> = {};
+      for (const [k, v] of members) Object.defineProperty(o, k, { value: v, enumerable: true, writable: true, configurable: true });
+      return o;
+    }),
+  }));
+
+  it("writes exactly what canonicalize writes for any JSON data", () => {
+    fc.assert(
+      fc.property(json, (value) => {
+        expect(canonicalJson(value)).toBe(reference(value));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("writes a __proto__ member only where there is one", () => {
+    const value = JSON.parse('{"b":{"__proto__":1},"a":{"x":2}}') as unknown;
+    expect(canonicalJson(value)).toBe('{"a":{"x":2},"b":{"__proto__":1}}');
+  });
+
+  it("names the first offending path in member-name order", () => {
+    expect(() => canonicalJson({ z: Number.NaN, a: { b: [1, undefined] } })).toThrow(expect.objectContaining({ path: "$.a.b[1]" }));
   });
 });
 
