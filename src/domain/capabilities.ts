@@ -223,8 +223,8 @@ export class Capabilities {
       },
     };
     try {
-      // One lane for every organization, as consumes: each group commits in one statement.
-      await this.issues.submit("issues", { row, entry });
+      // Issues of every organization group together, as consumes: each group commits in one statement.
+      await this.issues.submit({ row, entry });
     } catch (err) {
       if (isUniqueViolation(err)) {
         throw new MandateError("capability_already_issued", "This decision already had its one Capability; no other is ever issued.");
@@ -340,8 +340,8 @@ export class Capabilities {
    */
   private async consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
     const item: ConsumeItem = { row, by: caller.identity, consumed: null };
-    // One lane for every organization: each group commits in one statement, however many it spans.
-    await this.consumes.submit("consumes", item);
+    // Consumes of every organization group together: each group commits in one statement, however many it spans.
+    await this.consumes.submit(item);
     return item.consumed!;
   }
 

@@ -45,7 +45,7 @@ export class DecisionWriter {
    * contract is no longer the one the decision was evaluated against.
    */
   write(decision: NewDecision, certificateId: string, payload: Record<string, unknown>): Promise<void> {
-    return this.groups.submit("decisions", { decision, certificateId, payload });
+    return this.groups.submit({ decision, certificateId, payload });
   }
 
   /**

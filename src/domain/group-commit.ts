@@ -8,31 +8,31 @@ interface Queued<T> {
 }
 
 /**
- * Commits concurrent work of one lane together: an organization (appends to
- * its evidence chain serialize on its head row), or a writer that spans
- * organizations in one statement. One statement or transaction per group pays
- * the round trips, the lock and one fsync for many items instead of one each.
- * Nothing waits on a timer: whatever arrives while a group commits forms the
- * next group. `commit` returns the items it refused (with their error); the
- * others resolve once durable. If a whole group fails, each item is retried
- * alone so one bad item cannot fail its neighbours.
+ * Commits concurrent work of one writer together (every writer spans
+ * organizations; see commitAcrossOrganizations). One statement or transaction
+ * per group pays the round trips, the locks and one fsync for many items
+ * instead of one each. Nothing waits on a timer: whatever arrives while a group
+ * commits forms the next group. `commit` returns the items it refused (with
+ * their error); the others resolve once durable. If a whole group fails, each
+ * item is retried alone so one bad item cannot fail its neighbours.
+ *
+ * The waiting items are a plain array, swapped for a new one per group. (They
+ * were kept per lane in a Map, set and deleted as lanes filled and emptied;
+ * every writer now has one lane, and a long-lived Map with churn is what lets
+ * V8 keep discarded entries alive until a full collection: see the note on
+ * HTTP/2 sessions in transport/grpc-unary.ts.)
  */
 export class GroupCommit<T> {
-  private readonly queues = new Map<string, Queued<T>[]>();
+  private waiting: Queued<T>[] = [];
+  private draining = false;
 
   constructor(private readonly commit: (batch: readonly T[]) => Promise<Map<T, unknown>>) {}
 
-  /** Queues `item` for its lane's next group; settles when committed or refused. */
-  submit(lane: string, item: T): Promise<void> {
+  /** Queues `item` for the next group; settles when committed or refused. */
+  submit(item: T): Promise<void> {
     return new Promise((resolve, reject) => {
-      const queued = { item, resolve, reject };
-      const queue = this.queues.get(lane);
-      if (queue) {
-        queue.push(queued);
-        return;
-      }
-      this.queues.set(lane, [queued]);
-      void this.drain(lane);
+      this.waiting.push({ item, resolve, reject });
+      if (!this.draining) void this.drain();
     });
   }
 
@@ -44,14 +44,11 @@ export class GroupCommit<T> {
     }
   }
 
-  private async drain(lane: string): Promise<void> {
-    for (;;) {
-      const queue = this.queues.get(lane)!;
-      if (queue.length === 0) {
-        this.queues.delete(lane);
-        return;
-      }
-      const group = queue.splice(0, MAX_BATCH);
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.waiting.length > 0) {
+      const group = this.waiting.length <= MAX_BATCH ? this.waiting : this.waiting.slice(0, MAX_BATCH);
+      this.waiting = group === this.waiting ? [] : this.waiting.slice(MAX_BATCH);
       try {
         await this.settle(group);
       } catch (err) {
@@ -62,6 +59,7 @@ export class GroupCommit<T> {
         for (const q of group) await this.settle([q]).catch((e: unknown) => q.reject(e));
       }
     }
+    this.draining = false;
   }
 }
 
