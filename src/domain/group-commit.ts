@@ -16,11 +16,9 @@ interface Queued<T> {
  * their error); the others resolve once durable. If a whole group fails, each
  * item is retried alone so one bad item cannot fail its neighbours.
  *
- * The waiting items are a plain array, swapped for a new one per group. (They
- * were kept per lane in a Map, set and deleted as lanes filled and emptied;
- * every writer now has one lane, and a long-lived Map with churn is what lets
- * V8 keep discarded entries alive until a full collection: see the note on
- * HTTP/2 sessions in transport/grpc-unary.ts.)
+ * The waiting items are a plain array swapped per group, not entries added to
+ * and deleted from a long-lived Map: V8 keeps what such a Map held alive until
+ * a full collection (see the note in transport/grpc-unary.ts).
  */
 export class GroupCommit<T> {
   private waiting: Queued<T>[] = [];
