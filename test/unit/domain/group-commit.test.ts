@@ -47,6 +47,44 @@ describe("GroupCommit", () => {
     expect(groups.flat()).toEqual(Array.from({ length: 600 }, (_, i) => i));
   });
 
+  it("lets a small group that follows another wait for company first, and no other", async () => {
+    const groups: number[][] = [];
+    let lingers = 0;
+    let endLinger = () => {};
+    let endCommit = () => {};
+    const commits = new GroupCommit<number>(
+      async (batch) => {
+        groups.push([...batch]);
+        await new Promise<void>((resolve) => (endCommit = resolve));
+        return new Map();
+      },
+      () => {
+        lingers++;
+        return new Promise<void>((resolve) => (endLinger = resolve));
+      },
+    );
+    const settled = [commits.submit(1)];
+    settled.push(commits.submit(2));
+    endCommit(); // group [1] done: [2] alone follows it, so it waits
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lingers).toBe(1);
+    settled.push(commits.submit(3), commits.submit(4));
+    endLinger();
+    await new Promise((resolve) => setImmediate(resolve));
+    endCommit();
+    await Promise.all(settled);
+    expect(groups).toEqual([[1], [2, 3, 4]]);
+
+    // Idle again: a lone item goes at once; eight waiting do not wait either.
+    const next = [commits.submit(5), ...[6, 7, 8, 9, 10, 11, 12, 13].map((n) => commits.submit(n))];
+    endCommit();
+    await new Promise((resolve) => setImmediate(resolve));
+    endCommit();
+    await Promise.all(next);
+    expect(groups).toEqual([[1], [2, 3, 4], [5], [6, 7, 8, 9, 10, 11, 12, 13]]);
+    expect(lingers).toBe(1);
+  });
+
   it("starts again after going idle", async () => {
     const { groups, commits } = recorder();
     await commits.submit(1);
