@@ -24,11 +24,12 @@ interface Queued<T> {
  * waits LINGER_MS for company, as Postgres's commit_delay does for WAL flushes:
  * at 1,000 Intents/s groups were ~2.5 decisions and the cost per statement
  * dominated. With the wait, CPU per decision at that rate (gRPC) fell from 845
- * to 763 µs in the service and from 390 to 315 µs in Postgres; on this 2-core
+ * to 763 µs in the service and from 390 to 315 µs in Postgres, for a p50 ~2 ms
+ * higher (~5 against ~3.5 ms). The headroom is what it buys: on this 2-core
  * machine a pause (a full garbage collection) takes the longer to catch up on
- * the busier it is. The bench's gRPC p99 at 1,000/s met 20 ms in four of five
- * runs with the wait (15.9-18.4 ms, then 30.5) and in four of eight without
- * (15.9-19.3 ms, then 30.1-57.7), for a p50 ~2 ms higher (~5 against ~3.5 ms).
+ * the busier the machine is. The tail did not clearly follow: the bench's gRPC
+ * p99 at 1,000/s met 20 ms in four of six runs with the wait and four of eight
+ * without.
  *
  * The waiting items are a plain array swapped per group, not entries added to
  * and deleted from a long-lived Map: V8 keeps what such a Map held alive until
