@@ -103,14 +103,21 @@ export class Capabilities {
    */
   private async consumeInRedis(row: CapabilityRow): Promise<boolean> {
     if (!this.mirror) return false;
-    const ref = { organizationId: row.organization_id, agentId: row.agent_id, integrationId: row.integration_id, capabilityId: row.capability_id };
-    const ttlMs = row.expires_at.getTime() - Date.now() + 60_000;
+    // One object for both calls: `{ ...ref, ttlMs }` would get a hidden class of its own per
+    // consume in this V8 (see Intents.record).
+    const ref = {
+      organizationId: row.organization_id,
+      agentId: row.agent_id,
+      integrationId: row.integration_id,
+      capabilityId: row.capability_id,
+      ttlMs: row.expires_at.getTime() - Date.now() + 60_000,
+    };
     try {
-      let verdict = await this.mirror.consume({ ...ref, ttlMs });
+      let verdict = await this.mirror.consume(ref);
       if (verdict === "MISS" || verdict === "INACTIVE") {
         const states = await capabilityStore.liveStates(this.db.pool, row.capability_id);
         await this.mirror.restore(ref, { ...states, integration: states.integration ?? undefined });
-        verdict = await this.mirror.consume({ ...ref, ttlMs });
+        verdict = await this.mirror.consume(ref);
       }
       if (verdict === "CONSUMED") throw new MandateError("capability_consumed", "The Capability was already used.");
       if (verdict === "INACTIVE") {
