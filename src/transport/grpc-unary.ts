@@ -49,16 +49,11 @@ function ignore(): void {}
  * connect's interceptor, in the same order (decode, authenticate, check text, call), and writes
  * errors with connect's own trailer encoding, so a client cannot tell which path answered.
  *
- * What HTTP/2 costs the garbage collector here, measured at 1,000 Intents/s and left as it is
- * because both costs sit in Node's http2 (20.x), not in this code:
- * - Each session keeps its streams in a Map. Once that Map has been live through a full
- *   collection, V8 allocates its rehashed tables in the old generation, and each discarded table
- *   keeps the streams it held alive through young collections until the next full one. Every
- *   stream (with its body, listeners and states) is so promoted: ~200 KB per scavenge more than
- *   /v1 (448 KB against 237 KB with the Map swapped for a fresh one every 20 ms in an experiment,
- *   allocation-site pretenuring off to isolate it).
- * - Request header values are external strings, which V8 allocates in the old generation: ~10 per
- *   call, all freed only by a full collection, whose external-string pass then takes 2-3 ms.
+ * What HTTP/2 costs the garbage collector here beyond /v1, at 1,000 Intents/s: request header
+ * values are external strings, which V8 allocates in the old generation, ~10 per call, all freed
+ * only by a full collection (whose external-string pass then takes 2-3 ms). That sits in Node's
+ * http2 and is left as it is. (The session's stream table kept every finished stream alive until
+ * a full collection too; see h2-stream-tables.ts.)
  */
 export function createGrpcUnary(services: readonly RegisteredService[], pipeline: RequestPipeline, bodyLimit: number) {
   const methods = new Map<string, UnaryMethod>();

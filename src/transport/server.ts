@@ -10,6 +10,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
 import { createGrpcUnary } from "./grpc-unary.js";
+import { renewStreamTables } from "./h2-stream-tables.js";
 import type { RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
@@ -122,7 +123,11 @@ export async function listen(options: {
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {
     sessions.add(session);
-    session.on("close", () => sessions.delete(session));
+    const stopRenewing = renewStreamTables(session);
+    session.on("close", () => {
+      sessions.delete(session);
+      stopRenewing?.();
+    });
   });
   const sockets = new Set<net.Socket>();
   // HTTP/1.1 requests in flight per socket: draining closes a socket once it is idle.
