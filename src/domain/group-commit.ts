@@ -29,7 +29,8 @@ interface Queued<T> {
  * machine a pause (a full garbage collection) takes the longer to catch up on
  * the busier the machine is. The tail did not clearly follow: the bench's gRPC
  * p99 at 1,000/s met 20 ms in four of six runs with the wait and four of eight
- * without.
+ * without, all measured while full collections still came every second or two
+ * (before h2-stream-tables.ts and the spread-free Intents.record).
  *
  * The waiting items are a plain array swapped per group, not entries added to
  * and deleted from a long-lived Map: V8 keeps what such a Map held alive until
