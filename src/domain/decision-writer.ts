@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
 import { MandateError } from "./errors.js";
-import { commitAcrossOrganizations, GroupCommit } from "./group-commit.js";
+import { commitAcrossOrganizations, GroupCommit, waitForCompany } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
 
@@ -29,7 +29,7 @@ interface Pending {
  * only after its decision and evidence are durable.
  */
 export class DecisionWriter {
-  private readonly groups = new GroupCommit<Pending>((batch) => this.commit(batch));
+  private readonly groups = new GroupCommit<Pending>((batch) => this.commit(batch), waitForCompany);
 
   constructor(
     private readonly db: Database,

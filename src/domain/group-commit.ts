@@ -1,8 +1,10 @@
 /** Largest group one transaction takes. */
 const MAX_BATCH = 256;
-/** While groups follow one another, a next group smaller than this first waits LINGER_MS for company. */
+/** While groups follow one another, a next group smaller than this first waits (when the writer asks for it) for company. */
 const LINGER_BELOW = 8;
-const LINGER_MS = 1;
+
+/** The wait writers pass to GroupCommit to let a small group gather company: 1 ms. */
+export const waitForCompany = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 1));
 
 interface Queued<T> {
   item: T;
@@ -20,8 +22,9 @@ interface Queued<T> {
  * durable. If a whole group fails, each item is retried alone so one bad item
  * cannot fail its neighbours.
  *
- * Under a steady stream, a next group of fewer than LINGER_BELOW items first
- * waits LINGER_MS for company, as Postgres's commit_delay does for WAL flushes:
+ * A writer may pass `linger` (the decision writer passes waitForCompany): then,
+ * under a steady stream, a next group of fewer than LINGER_BELOW items first
+ * waits for company, as Postgres's commit_delay does for WAL flushes:
  * at 1,000 Intents/s groups were ~2.5 decisions and the cost per statement
  * dominated. With the wait, CPU per decision at that rate (gRPC) fell from 845
  * to 763 µs in the service and from 390 to 315 µs in Postgres, for a p50 ~2 ms
@@ -30,11 +33,13 @@ interface Queued<T> {
  * the busier the machine is. The tail did not clearly follow: the bench's gRPC
  * p99 at 1,000/s met 20 ms in four of six runs with the wait and four of eight
  * without, all measured while full collections still came every second or two
- * (before h2-stream-tables.ts and the spread-free Intents.record).
+ * (before h2-stream-tables.ts and the spread-free Intents.record). Capability
+ * issues and consumes do not wait: with it, consumes at max concurrency fell
+ * from ~3,450 to ~3,000/s (bench, Redis path).
  *
  * The waiting items are a plain array swapped per group, not entries added to
  * and deleted from a long-lived Map: V8 keeps what such a Map held alive until
- * a full collection (see the note in transport/grpc-unary.ts).
+ * a full collection (see transport/h2-stream-tables.ts).
  */
 export class GroupCommit<T> {
   private waiting: Queued<T>[] = [];
@@ -42,8 +47,8 @@ export class GroupCommit<T> {
 
   constructor(
     private readonly commit: (batch: readonly T[]) => Promise<Map<T, unknown>>,
-    /** How a small group waits for company (tests replace the timer). */
-    private readonly linger: () => Promise<void> = () => new Promise((resolve) => setTimeout(resolve, LINGER_MS)),
+    /** How a small group that follows another waits for company; null: it does not wait. */
+    private readonly linger: (() => Promise<void>) | null = null,
   ) {}
 
   /** Queues `item` for the next group; settles when committed or refused. */
@@ -65,7 +70,7 @@ export class GroupCommit<T> {
   private async drain(): Promise<void> {
     this.draining = true;
     for (let streak = false; this.waiting.length > 0; streak = true) {
-      if (streak && this.waiting.length < LINGER_BELOW) await this.linger();
+      if (this.linger && streak && this.waiting.length < LINGER_BELOW) await this.linger();
       const group = this.waiting.length <= MAX_BATCH ? this.waiting : this.waiting.slice(0, MAX_BATCH);
       this.waiting = group === this.waiting ? [] : this.waiting.slice(MAX_BATCH);
       try {
