@@ -23,7 +23,6 @@ import {
   protoBytesField,
   protoVarintField,
   RawGrpcClient,
-  SERVICE_NODE_FLAGS,
   serviceGc,
   signIntents,
   spawnMandate,
@@ -33,6 +32,7 @@ import {
   type RunResult,
   type SignedIntent,
 } from "./support.js";
+import { serviceNodeFlags } from "../test/support/process.js";
 
 const ORGS = Number(process.env.BENCH_ORGS ?? 2);
 const AGENTS_PER_ORG = Number(process.env.BENCH_AGENTS_PER_ORG ?? 2);
@@ -74,7 +74,7 @@ export async function runIntentsBench(log: (line: string) => void = console.log)
     const grpc = new RawGrpcClient(svc.baseUrl);
     try {
       const agents = await createAgents(http, svc.operatorKey, ORGS, AGENTS_PER_ORG);
-      log(`  service pid ${svc.pid} (node ${SERVICE_NODE_FLAGS.join(" ")} --import tsx src/main.ts, LOG_LEVEL=warn), embedded Postgres with synchronous_commit on`);
+      log(`  service pid ${svc.pid} (node ${serviceNodeFlags.join(" ")} --import tsx src/main.ts, LOG_LEVEL=warn), embedded Postgres with synchronous_commit on`);
       log(`  ${ORGS} orgs × ${AGENTS_PER_ORG} agents, starter policy (reference_noop → ALLOW); max concurrency ${CONCURRENCY} in flight`);
 
       const ops: Record<"v1" | "grpc", (intents: SignedIntent[]) => Operation> = {

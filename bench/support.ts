@@ -147,13 +147,7 @@ export async function startBenchRedis(): Promise<Stoppable & { url: string }> {
   };
 }
 
-/**
- * Node flags the service runs with, read from `npm start` (`--v8-pool-size=1`: one V8 platform
- * thread instead of four; see the README).
- */
-export const SERVICE_NODE_FLAGS = serviceNodeFlags;
-
-/** The service running as its own process (`node <SERVICE_NODE_FLAGS> --import tsx src/main.ts`). */
+/** The service running as its own process (`node <serviceNodeFlags> --import tsx src/main.ts`: the flags `npm start` passes; see the README). */
 export interface ServiceChild extends Stoppable {
   baseUrl: string;
   port: number;
@@ -182,7 +176,7 @@ export async function spawnMandate(databaseUrl: string, redisUrl?: string): Prom
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG"]) if (process.env[k] !== undefined) env[k] = process.env[k]!;
   // BENCH_NODE_ARGS adds node flags to the service, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...nodeArgs, "--import", "tsx", "src/main.ts"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...serviceNodeFlags, ...nodeArgs, "--import", "tsx", "src/main.ts"], { cwd: repoRoot, env, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   const keep = (chunk: Buffer) => {
     output.push(chunk.toString());
