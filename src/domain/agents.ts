@@ -3,14 +3,14 @@ import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
 import { agentStore, type AgentRow, type AgentState } from "../storage/postgres/agents.js";
 import { principalStore } from "../storage/postgres/principals.js";
-import type { OrgCaller } from "./caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { OrgCaller } from "../base/caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
-import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
+import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
 import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
-import { parseInstant } from "./instants.js";
-import { parseJsonObject } from "./text.js";
+import { parseInstant } from "../base/instants.js";
+import { parseJsonObject } from "../base/text.js";
 
 /** The stored shapes this module hands to services. */
 export type { AgentRow } from "../storage/postgres/agents.js";

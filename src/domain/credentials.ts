@@ -2,8 +2,8 @@ import { timingSafeEqual } from "node:crypto";
 import type { Database } from "../storage/postgres/database.js";
 import { organizationStore, type ApiKeyRow } from "../storage/postgres/organizations.js";
 import { BatchedReads } from "./batched-reads.js";
-import { PERMISSIONS, type OrgCaller } from "./caller.js";
-import { MandateError } from "./errors.js";
+import { PERMISSIONS, type OrgCaller } from "../base/caller.js";
+import { MandateError } from "../base/errors.js";
 import { hashSecret } from "./organizations.js";
 
 const ALL = new Set(PERMISSIONS);

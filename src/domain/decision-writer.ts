@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type NewDecision } from "../storage/postgres/decisions.js";
-import { MandateError } from "./errors.js";
+import { MandateError } from "../base/errors.js";
 import { commitAcrossOrganizations, GroupCommit, waitForCompany } from "./group-commit.js";
 import { requireLiveSigner } from "./signatures.js";
 import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";

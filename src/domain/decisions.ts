@@ -1,9 +1,9 @@
 import type { Database } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow, type ReviewEntry } from "../storage/postgres/decisions.js";
-import type { Caller, OrgCaller } from "./caller.js";
-import { MandateError, notFound, validationFailed } from "./errors.js";
+import type { Caller, OrgCaller } from "../base/caller.js";
+import { MandateError, notFound, validationFailed } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
-import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
+import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
 import { AgentSignatures } from "./signatures.js";
 
 /** The stored shapes this module hands to services. */

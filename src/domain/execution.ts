@@ -4,14 +4,14 @@ import { capabilityStore } from "../storage/postgres/capabilities.js";
 import { decisionStore } from "../storage/postgres/decisions.js";
 import { executionStore, type AdapterReportRow, type ReceiptRow, type ReconciliationRow } from "../storage/postgres/execution.js";
 import { integrationStore } from "../storage/postgres/integrations.js";
-import type { OrgCaller } from "./caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { OrgCaller } from "../base/caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
-import { parseInstant } from "./instants.js";
-import { parseJsonObject } from "./text.js";
+import { parseInstant } from "../base/instants.js";
+import { parseJsonObject } from "../base/text.js";
 
 /** The stored shapes this module hands to services. */
 export type { ReconciliationRow } from "../storage/postgres/execution.js";

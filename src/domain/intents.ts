@@ -4,10 +4,10 @@ import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
 import { decisionStore, type DecisionRow, type IntentContext, type IntentLookup } from "../storage/postgres/decisions.js";
 import { BatchedReads } from "./batched-reads.js";
-import { MandateError, validationFailed, type FieldError } from "./errors.js";
+import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
 import { StaleContext, type DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
-import { parseJsonObject } from "./text.js";
+import { parseJsonObject } from "../base/text.js";
 import type { Evaluation, Policies } from "./policies.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 

@@ -3,8 +3,8 @@ import type pg from "pg";
 import type { Limits } from "../config.js";
 import type { Database } from "../storage/postgres/database.js";
 import { organizationStore, type ApiKeyRow, type OrganizationRow } from "../storage/postgres/organizations.js";
-import { PERMISSIONS, type OrgCaller, type Permission } from "./caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import { PERMISSIONS, type OrgCaller, type Permission } from "../base/caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 

@@ -10,8 +10,8 @@ import { isUniqueViolation } from "../storage/postgres/database.js";
 import { policyStore, type PolicyHead, type PolicyVersionRow } from "../storage/postgres/policies.js";
 import { principalStore } from "../storage/postgres/principals.js";
 import { agentStore } from "../storage/postgres/agents.js";
-import type { OrgCaller } from "./caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { OrgCaller } from "../base/caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 

@@ -1,10 +1,10 @@
 import type { Database } from "../storage/postgres/database.js";
 import { isUniqueViolation } from "../storage/postgres/database.js";
 import { principalStore, type PrincipalRow } from "../storage/postgres/principals.js";
-import type { OrgCaller } from "./caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "./errors.js";
+import type { OrgCaller } from "../base/caller.js";
+import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
-import { decodeCursor, encodeCursor, pageSize } from "./pagination.js";
+import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
 
 /** The stored shapes this module hands to services. */
 export type { PrincipalRow } from "../storage/postgres/principals.js";

@@ -1,7 +1,7 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto";
 import type { Database } from "../storage/postgres/database.js";
 import { agentStore, type CertificateRow } from "../storage/postgres/agents.js";
-import { MandateError, validationFailed } from "./errors.js";
+import { MandateError, validationFailed } from "../base/errors.js";
 
 const PUBLIC_KEY = /^ed25519:base64:([A-Za-z0-9+/]{43}=)$/;
 

@@ -1,4 +1,4 @@
-import { randomBase32 } from "../random.js";
+import { randomBase32 } from "../base/random.js";
 import { canonicalJson, sha256Hex } from "./canonical.js";
 import type { EvidenceKeyring, EvidenceSignature } from "./keys.js";
 

@@ -2,7 +2,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Agents, Transition, AgentRow } from "../domain/agents.js";
-import { MandateError, validationFailed } from "../domain/errors.js";
+import { MandateError, validationFailed } from "../base/errors.js";
 import type { EvidenceLog } from "../domain/evidence-log.js";
 import { type Principals, type PrincipalRow, PRINCIPAL_KINDS } from "../domain/principals.js";
 import type { EvidenceRecord } from "../evidence/record.js";

@@ -1,6 +1,6 @@
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
-import type { Caller, OrgCaller } from "../domain/caller.js";
-import { MandateError } from "../domain/errors.js";
+import type { Caller, OrgCaller } from "../base/caller.js";
+import { MandateError } from "../base/errors.js";
 
 /** The authenticated caller, set by authentication before any handler runs. */
 export const callerKey = createContextKey<Caller>({ kind: "anonymous", clientAddress: "" }, { description: "caller" });

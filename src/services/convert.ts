@@ -1,6 +1,6 @@
 import { timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { PERMISSIONS, type Permission } from "../domain/caller.js";
-import { validationFailed } from "../domain/errors.js";
+import { PERMISSIONS, type Permission } from "../base/caller.js";
+import { validationFailed } from "../base/errors.js";
 
 /** A Date as a protobuf Timestamp; undefined stays undefined (the field is then omitted). */
 export function ts(date: Date | null | undefined): Timestamp | undefined {

@@ -1,7 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Decisions, DecisionRow, ReviewEntry } from "../domain/decisions.js";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import type { Intents } from "../domain/intents.js";
 import { DecisionService, type ListDecisionsRequest, type ReviewDecisionRequest } from "../gen/mandate/v1/decisions_pb.js";
 import { IntentService, type SubmitIntentRequest } from "../gen/mandate/v1/intents_pb.js";

@@ -1,5 +1,5 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import type { Execution, ReconciliationRow } from "../domain/execution.js";
 import { ExecutionReportService, ReconciliationService } from "../gen/mandate/v1alpha/execution_pb.js";
 import { anyCaller, orgCaller } from "./context.js";

@@ -1,7 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { type JsonObject, fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
-import { validationFailed } from "../domain/errors.js";
+import { validationFailed } from "../base/errors.js";
 import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
 import { AuthorityGraphService, type UploadGovernanceDocumentRequest } from "../gen/mandate/v1/authority_graph_pb.js";
 import { PolicyService, type PolicySource, type EvaluatePolicyRequest } from "../gen/mandate/v1/policies_pb.js";

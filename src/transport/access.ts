@@ -1,4 +1,4 @@
-import type { Permission } from "../domain/caller.js";
+import type { Permission } from "../base/caller.js";
 
 /**
  * How each RPC authenticates (DESIGN §3):

@@ -1,6 +1,6 @@
-import type { Caller } from "../domain/caller.js";
+import type { Caller } from "../base/caller.js";
 import type { Credentials } from "../domain/credentials.js";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import type { Access } from "./access.js";
 
 /** Reads one header (a Headers object, or headerReader's view of Node's headers). */

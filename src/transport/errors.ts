@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { MandateError, type ErrorCode, type FieldError } from "../domain/errors.js";
+import { MandateError, type ErrorCode, type FieldError } from "../base/errors.js";
 import { isUnstorableText } from "../storage/postgres/database.js";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
 

@@ -1,7 +1,7 @@
 import http2 from "node:http2";
 import { fromBinary, toBinary, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import { headerReader, headersOf, readBody } from "./node-request.js";
 import { describeError, toConnectError } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";

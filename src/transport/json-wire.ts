@@ -19,7 +19,7 @@ import {
   ValueSchema,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { validationFailed, type FieldError } from "../domain/errors.js";
+import { validationFailed, type FieldError } from "../base/errors.js";
 import { wire_name } from "../gen/mandate/v1/options_pb.js";
 
 /*

@@ -1,6 +1,6 @@
 import type http from "node:http";
 import type { Readable } from "node:stream";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import type { HeaderSource } from "./authenticate.js";
 
 /** What the /v1 layer and the unary gRPC fast path read from a Node request, outside connect. */

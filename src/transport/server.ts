@@ -3,7 +3,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { MandateError } from "../domain/errors.js";
+import { MandateError } from "../base/errors.js";
 import { withErrorDetails } from "./connect-errors.js";
 import { errorBody } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";

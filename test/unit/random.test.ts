@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { newId } from "../../src/domain/ids.js";
-import { randomBase32 } from "../../src/random.js";
+import { randomBase32 } from "../../src/base/random.js";
 
 describe("randomBase32", () => {
   it("gives lower-case Crockford base32 of the asked length, never repeating across pool refills", () => {

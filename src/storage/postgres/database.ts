@@ -1,5 +1,5 @@
 import pg from "pg";
-import { MandateError } from "../../domain/errors.js";
+import { MandateError } from "../../base/errors.js";
 
 /** A query runner: the pool outside a transaction, a client inside one. */
 export type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;

@@ -1,4 +1,4 @@
-import type { Permission } from "../../domain/caller.js";
+import type { Permission } from "../../base/caller.js";
 import type { Queryable } from "./database.js";
 
 /** An organization row. */

@@ -1,4 +1,4 @@
-import type { Cursor } from "../../domain/pagination.js";
+import type { Cursor } from "../../base/pagination.js";
 import type { Queryable } from "./database.js";
 
 /** A principal row. */
