@@ -5,6 +5,7 @@ import {
   create,
   getOption,
   hasOption,
+  toJson,
   type DescEnum,
   type DescField,
   type DescFile,
@@ -121,6 +122,8 @@ function singularFromWire(field: DescField, kind: "scalar" | "enum" | "message",
 export function messageFromWireJson(desc: DescMessage, json: unknown, where = desc.typeName): Message {
   if (desc.typeName === "google.protobuf.Timestamp") return timestampFromDate(new Date(json as string));
   if (typeof json !== "object" || json === null || Array.isArray(json)) throw new NotExpressible(`${where}: not an object`);
+  // A Struct field holds plain JSON in protobuf-es: the /v1 object is its value as it is.
+  if (desc.typeName === "google.protobuf.Struct") return json as Message;
   const init: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(json)) {
     const field = desc.fields.find((f) => f.name === key);
@@ -153,6 +156,9 @@ function singularToWire(field: DescField, kind: "scalar" | "enum" | "message", v
  */
 export function messageToWireJson(desc: DescMessage, message: Message): unknown {
   if (desc.typeName === "google.protobuf.Timestamp") return timestampDate(message as Timestamp).toISOString();
+  // Struct fields are plain JSON in protobuf-es; Value and ListValue are messages with a JSON form.
+  if (desc.typeName === "google.protobuf.Struct") return message;
+  if (desc.typeName === "google.protobuf.Value" || desc.typeName === "google.protobuf.ListValue") return toJson(desc, message);
   const out: Record<string, unknown> = {};
   const record = message as unknown as Record<string, unknown>;
   for (const field of desc.fields) {

@@ -1,11 +1,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { fromJson, type DescMessage, type DescMethod, type DescService, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { fromJson, ScalarType, type DescMessage, type DescMethod, type DescService, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { parse } from "yaml";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
+import { newAgentKey, type AgentKey } from "./agents.js";
 import { bindingOf, loadMandateServices, messageFromWireJson, messageToWireJson, NotExpressible, WIRE_TIMESTAMP, wireFormProblems } from "./api.js";
 import { createTestDatabase, startService, uniqueEmail, type TestService } from "./service.js";
 
@@ -43,14 +44,46 @@ export interface Expectation {
   excludes?: string[];
 }
 
+/**
+ * A body signed as an agent signs it (`signed_intent:`, `signed_heartbeat:`):
+ * JSON-serialised, signed with Ed25519 by the agent's key over the exact bytes,
+ * sent as the /v1 body (and as the request's bytes field on gRPC/Connect) with
+ * `X-Service-Key-Id: <certificate_id>` and `X-Service-Signature: <base64>`.
+ */
+export interface SignedSpec {
+  /** The agent (named by an `agent:` step) whose certificate and key sign. */
+  agent: string;
+  /** Members over the defaults (Intent: agent_id, action reference_noop, requested_at now, a fresh nonce; heartbeat: agent_id, sent_at, nonce); a member given as `$absent` is left out. */
+  body?: Record<string, unknown>;
+  /** The exact text to sign and send instead of a JSON body. */
+  raw?: string;
+  /** Text appended to the serialised body before signing (different bytes, same document). */
+  suffix?: string;
+  /** Pads the document (through `context.pad`) to exactly this many bytes. */
+  pad_to?: number;
+  /** Sign with this agent's key instead (`fresh`: a key nobody registered), still under `agent`'s certificate. */
+  signed_by?: string;
+  /** The X-Service-Key-Id to send instead of the agent's certificate ("" sends none). */
+  key_id?: string;
+  /** The X-Service-Signature to send instead of the real one ("" sends none). */
+  signature?: string;
+  /** Send the real signature in the base64url alphabet without padding. */
+  signature_base64url?: boolean;
+  /** Change the bytes after signing: append text, or replace the first occurrence of `[from, to]`. */
+  after_signing?: { append?: string; replace?: [string, string] };
+}
+
+/** Agent states an `agent:` step can leave its agent in. */
+export type AgentState = "registered" | "active" | "suspended" | "revoked" | "retired";
+
 /** One request of a case. */
 export interface Step {
   /** Optional: what this step shows, for failure messages. */
   name?: string;
   /** `Service.Method`; omitted only for /v1-only requests that match no RPC (unknown routes). */
   rpc?: string;
-  /** `METHOD /v1/path`, checked against the RPC's google.api.http annotation. */
-  http: string;
+  /** `METHOD /v1/path`, checked against the RPC's google.api.http annotation (given by the runner for signed steps). */
+  http?: string;
   headers?: Record<string, string>;
   /** The /v1 JSON body; converted to the request message for gRPC. */
   body?: unknown;
@@ -60,6 +93,23 @@ export interface Step {
   grpc_body?: unknown;
   /** Send the same request this many times, each expecting `expect`. */
   repeat?: number;
+  /** An agent-signed SubmitIntent (POST /v1/intents); replaces rpc, http and body. */
+  signed_intent?: SignedSpec;
+  /** An agent-signed Heartbeat (POST /v1/agents/{agent_id}/heartbeat); replaces rpc, http and body. */
+  signed_heartbeat?: SignedSpec;
+  /**
+   * Set-up, not a request under test: registers an agent named so with a fresh
+   * Ed25519 key (or the named `key`) under `org`'s principal over /v1 and moves
+   * it to `state` (default active); `${<name>.agent_id}`, `.certificate_id`,
+   * `.public_key` name it afterwards. No `expect`.
+   */
+  agent?: string;
+  /** Of an `agent:` step: the fixture organization (`org`, default, or `other`). */
+  org?: string;
+  /** Of an `agent:` step: the state to leave it in. */
+  state?: AgentState;
+  /** Of an `agent:` step: register `${key.<name>.public_key}` instead of a fresh key. */
+  key?: string;
   expect: Expectation;
   /** Variables for later steps: name → dotted path into the answer. */
   capture?: Record<string, string>;
@@ -71,6 +121,16 @@ export interface Case extends Partial<Omit<Step, "name">> {
   server?: ServerSpec;
   transports?: TransportName[];
   steps?: Step[];
+}
+
+/** A step as sent: signed steps carry the exact signed bytes. */
+type SendableStep = Step & { signed_bytes?: Uint8Array };
+
+/** An agent registered by an `agent:` step. */
+interface CaseAgent {
+  agentId: string;
+  certificateId: string;
+  key: AgentKey;
 }
 
 /** Loads every case of every YAML file in `dir`, by file. */
@@ -213,9 +273,14 @@ export class CaseRunner {
       const fixtureSvc = svc.operatorKey ? svc : (await this.serverFor({})).svc;
       const vars = new Vars(svc, fixtureSvc);
       for (const [i, step] of stepsOf(c).entries()) {
+        if (step.agent !== undefined) {
+          await vars.newAgent((await vars.resolve(step)) as Step);
+          continue;
+        }
         for (let n = 0; n < (step.repeat ?? 1); n++) {
-          const where = `step ${i + 1}${step.repeat ? ` (request ${n + 1} of ${step.repeat})` : ""} ${step.rpc ?? step.http}${step.name && step !== (c as Step) ? ` (${step.name})` : ""}`;
-          const resolved = (await vars.resolve(step)) as Step;
+          const what = step.signed_intent ? "signed_intent" : step.signed_heartbeat ? "signed_heartbeat" : (step.rpc ?? step.http);
+          const where = `step ${i + 1}${step.repeat ? ` (request ${n + 1} of ${step.repeat})` : ""} ${what}${step.name && step !== (c as Step) ? ` (${step.name})` : ""}`;
+          const resolved = vars.signed((await vars.resolve(step)) as Step);
           const answer = await this.send(svc, transport, resolved);
           const problems = [...answer.problems, ...this.check(resolved.expect, answer, transport)];
           if (problems.length) {
@@ -255,7 +320,8 @@ export class CaseRunner {
     return problems;
   }
 
-  private async send(svc: TestService, transport: TransportName, step: Step): Promise<Answer> {
+  private async send(svc: TestService, transport: TransportName, step: SendableStep): Promise<Answer> {
+    if (!step.http) throw new Error(`a step needs http (or signed_intent / signed_heartbeat / agent)`);
     const [verb, p] = step.http.split(" ") as [string, string];
     const target = step.rpc ? await this.methodOf(step.rpc) : undefined;
     let pathVars: Record<string, string> = {};
@@ -270,8 +336,8 @@ export class CaseRunner {
     return this.sendRpc(svc, transport, target, pathVars, step);
   }
 
-  private async sendV1(svc: TestService, verb: string, p: string, step: Step, method: DescMethod | undefined): Promise<Answer> {
-    const res = await svc.v1(verb, p, { headers: step.headers, body: step.raw_body ?? step.body });
+  private async sendV1(svc: TestService, verb: string, p: string, step: SendableStep, method: DescMethod | undefined): Promise<Answer> {
+    const res = await svc.v1(verb, p, { headers: step.headers, body: step.signed_bytes ?? step.raw_body ?? step.body });
     const problems: string[] = [];
     const body = res.body as Record<string, unknown> | undefined;
     if (!res.headers.get("content-type")?.startsWith("application/json")) problems.push(`content-type ${res.headers.get("content-type")}`);
@@ -286,7 +352,8 @@ export class CaseRunner {
       if (typeof body.message !== "string") problems.push("error body has no message");
       if (res.headers.get("x-request-id") !== body.request_id) problems.push("x-request-id header differs from request_id");
       for (const k of Object.keys(body)) if (!["detail", "message", "request_id", "errors"].includes(k)) problems.push(`error body has ${k}`);
-      if (res.status === 422 && !Array.isArray(body.errors)) problems.push("422 without errors[]");
+      // Field errors are always present on validation_failed; other 422 codes (request_expired…) may have none.
+      if (body.detail === "validation_failed" && !Array.isArray(body.errors)) problems.push("validation_failed without errors[]");
     }
     return {
       ok: false,
@@ -305,11 +372,24 @@ export class CaseRunner {
     svc: TestService,
     transport: "grpc" | "connect",
     { service, method }: { service: DescService; method: DescMethod },
-    pathVars: Record<string, string>,
-    step: Step,
+    rawPathVars: Record<string, string>,
+    step: SendableStep,
   ): Promise<Answer> {
+    // Path variables are text; a numeric field (a version number) takes them as numbers.
+    const pathVars: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(rawPathVars)) {
+      const f = method.input.fields.find((x) => x.name === k);
+      const numeric = f?.fieldKind === "scalar" && [ScalarType.INT32, ScalarType.UINT32, ScalarType.SINT32, ScalarType.FIXED32, ScalarType.SFIXED32].includes(f.scalar);
+      pathVars[k] = numeric && /^-?\d+$/.test(v) ? Number(v) : v;
+    }
     let request: Message;
-    if (step.grpc_body !== undefined) {
+    if (step.signed_bytes !== undefined) {
+      // The signed bytes travel in the binding's body field (SubmitIntentRequest.intent, HeartbeatRequest.signed_body), exactly as signed.
+      const field = method.input.fields.find((f) => f.name === bindingOf(method)?.body);
+      if (!field) throw new Error(`${method.name}: no bytes body field for signed bytes`);
+      request = messageFromWireJson(method.input, pathVars);
+      (request as unknown as Record<string, unknown>)[field.localName] = step.signed_bytes;
+    } else if (step.grpc_body !== undefined) {
       request = fromJson(method.input, step.grpc_body as JsonValue);
       for (const [k, v] of Object.entries(pathVars)) (request as unknown as Record<string, unknown>)[method.input.fields.find((f) => f.name === k)!.localName] = v;
     } else if (step.raw_body !== undefined) {
@@ -318,7 +398,7 @@ export class CaseRunner {
       try {
         request = messageFromWireJson(method.input, { ...((step.body as object) ?? {}), ...pathVars });
       } catch (err) {
-        if (err instanceof NotExpressible) throw new Error(`the /v1 body has no protobuf form (${err.message}): give grpc_body or make the case /v1-only`);
+        if (err instanceof NotExpressible) throw new Error(`the /v1 body has no protobuf form (${err.message}): give grpc_body or make the case /v1-only`, { cause: err });
         throw err;
       }
     }
@@ -355,6 +435,10 @@ export class CaseRunner {
 class Vars {
   private readonly values = new Map<string, unknown>();
   private readonly orgs = new Map<string, Promise<FixtureOrg>>();
+  private readonly principals = new Map<string, Promise<{ principal_id: string; principal_ref: string }>>();
+  private readonly orgKeys = new Map<string, Promise<string>>();
+  private readonly keys = new Map<string, AgentKey>();
+  private readonly agents = new Map<string, CaseAgent>();
   private sandbox: Promise<{ id: string; key: string }> | undefined;
 
   constructor(
@@ -393,8 +477,14 @@ class Vars {
     if (this.values.has(name)) return this.values.get(name);
     const repeat = /^repeat:(.*):(\d+)$/s.exec(name);
     if (repeat) return repeat[1]!.repeat(Number(repeat[2]));
+    const now = /^now(?::([+-]\d+))?$/.exec(name);
+    const key = /^key\.([a-z0-9_]+)\.(public_key|base64)$/.exec(name);
     let value: unknown;
-    if (/^email\d*$/.test(name)) value = uniqueEmail("contract");
+    if (now) value = new Date(Date.now() + Number(now[1] ?? 0) * 1000).toISOString();
+    else if (key) {
+      const k = this.keyNamed(key[1]!);
+      value = key[2] === "public_key" ? k.publicKey : k.publicKey.slice("ed25519:base64:".length);
+    } else if (/^email\d*$/.test(name)) value = uniqueEmail("contract");
     else if (name === "uuid") value = randomUUID();
     else if (name === "unknown_org") value = `org_${randomBytes(13).toString("hex").slice(0, 26)}`;
     else if (name === "unknown_key") value = `mk_${randomBytes(32).toString("base64url")}`;
@@ -407,13 +497,152 @@ class Vars {
     } else {
       const [orgName, field] = name.split(".");
       if (!field || !["org", "other"].includes(orgName!)) throw new Error(`unknown placeholder \${${name}}`);
-      let org = this.orgs.get(orgName!);
-      if (!org) this.orgs.set(orgName!, (org = this.newFixtureOrg()));
-      value = (await org)[field as keyof FixtureOrg];
+      const org = await this.fixtureOrg(orgName!);
+      if (field === "principal_id" || field === "principal_ref") value = (await this.principalOf(orgName!))[field];
+      else if (field.startsWith("key_with:")) value = await this.keyWith(orgName!, field.slice("key_with:".length));
+      else value = org[field as keyof FixtureOrg];
       if (value === undefined) throw new Error(`unknown placeholder \${${name}}`);
     }
     this.values.set(name, value);
     return value;
+  }
+
+  private fixtureOrg(name: string): Promise<FixtureOrg> {
+    let org = this.orgs.get(name);
+    if (!org) this.orgs.set(name, (org = this.newFixtureOrg()));
+    return org;
+  }
+
+  /** The fixture organization's `person` principal (made on first use), that agents act for. */
+  private principalOf(orgName: string): Promise<{ principal_id: string; principal_ref: string }> {
+    let p = this.principals.get(orgName);
+    if (!p) {
+      p = (async () => {
+        const org = await this.fixtureOrg(orgName);
+        const ref = `pat-${randomUUID().slice(0, 8)}`;
+        const res = await this.fixtureSvc.v1("POST", "/v1/principals", { bearer: org.key, body: { display_name: "Pat Payables", kind: "person", external_ref: ref } });
+        if (res.status !== 200) throw new Error(`fixture principal: ${res.status} ${JSON.stringify(res.body)}`);
+        return { principal_id: res.body.principal_id as string, principal_ref: ref };
+      })();
+      this.principals.set(orgName, p);
+    }
+    return p;
+  }
+
+  /** `${org.key_with:A+B}`: an API key of the fixture organization with exactly permissions A and B (made on first use). */
+  private keyWith(orgName: string, spec: string): Promise<string> {
+    const id = `${orgName}.${spec}`;
+    let k = this.orgKeys.get(id);
+    if (!k) {
+      k = (async () => {
+        const org = await this.fixtureOrg(orgName);
+        const res = await this.fixtureSvc.v1("POST", "/v1/organization/api-keys", { bearer: org.key, body: { name: `with ${spec}`, permissions: spec.split("+") } });
+        if (res.status !== 200) throw new Error(`fixture key ${spec}: ${res.status} ${JSON.stringify(res.body)}`);
+        return res.body.api_key as string;
+      })();
+      this.orgKeys.set(id, k);
+    }
+    return k;
+  }
+
+  /** `${key.<name>.…}`: an Ed25519 key pair made for this case run. */
+  private keyNamed(name: string): AgentKey {
+    let k = this.keys.get(name);
+    if (!k) this.keys.set(name, (k = newAgentKey()));
+    return k;
+  }
+
+  /** An `agent:` step: registers (and transitions) an agent over /v1 and names it. */
+  async newAgent(step: Step): Promise<void> {
+    const name = step.agent!;
+    if (!/^[a-z][a-z0-9_]*$/.test(name) || ["org", "other", "key", "sandbox", "now"].includes(name) || this.agents.has(name)) {
+      throw new Error(`agent: ${JSON.stringify(name)} is not a fresh agent name`);
+    }
+    const orgName = step.org ?? "org";
+    const org = await this.fixtureOrg(orgName);
+    const { principal_id } = await this.principalOf(orgName);
+    const key = step.key ? this.keyNamed(step.key) : newAgentKey();
+    const res = await this.svc.v1("POST", "/v1/agents", {
+      bearer: org.key,
+      body: { name: `agent ${name}`, acting_for_principal_id: principal_id, public_key: key.publicKey },
+    });
+    if (res.status !== 200) throw new Error(`agent ${name}: registering failed: ${res.status} ${JSON.stringify(res.body)}`);
+    const agent: CaseAgent = { agentId: res.body.agent_id, certificateId: res.body.certificate_id, key };
+    const path: Record<AgentState, string[]> = {
+      registered: [],
+      active: ["activate"],
+      suspended: ["activate", "suspend"],
+      revoked: ["revoke"],
+      retired: ["retire"],
+    };
+    const ops = path[step.state ?? "active"];
+    if (!ops) throw new Error(`agent ${name}: unknown state ${step.state}`);
+    for (const op of ops) {
+      const r = await this.svc.v1("POST", `/v1/agents/${agent.agentId}/${op}`, { bearer: org.key, body: {} });
+      if (r.status !== 200) throw new Error(`agent ${name}: ${op} failed: ${r.status} ${JSON.stringify(r.body)}`);
+    }
+    this.agents.set(name, agent);
+    this.set(`${name}.agent_id`, agent.agentId);
+    this.set(`${name}.certificate_id`, agent.certificateId);
+    this.set(`${name}.public_key`, key.publicKey);
+  }
+
+  private agentNamed(name: string): CaseAgent {
+    const a = this.agents.get(name);
+    if (!a) throw new Error(`no agent named ${JSON.stringify(name)}: register it first with an agent: step`);
+    return a;
+  }
+
+  /**
+   * A resolved step with `signed_intent` / `signed_heartbeat` made into the
+   * request an agent sends; any other step as it is. Each call signs anew, so
+   * every repetition of a step gets a fresh nonce (unless the body fixes one).
+   */
+  signed(step: Step): SendableStep {
+    const spec = step.signed_intent ?? step.signed_heartbeat;
+    if (!spec) return step;
+    if (step.rpc || step.http || step.body !== undefined || step.raw_body !== undefined || step.grpc_body !== undefined) {
+      throw new Error("a signed step takes no rpc, http, body, raw_body or grpc_body: the runner makes them");
+    }
+    const agent = this.agentNamed(spec.agent);
+    const intent = step.signed_intent !== undefined;
+    const defaults: Record<string, unknown> = intent
+      ? { agent_id: agent.agentId, action: "reference_noop", requested_at: new Date().toISOString(), nonce: randomUUID() }
+      : { agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: randomUUID() };
+    const doc: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries({ ...defaults, ...spec.body })) if (v !== "$absent") doc[k] = v;
+    let text: string;
+    if (spec.raw !== undefined) text = spec.raw;
+    else if (spec.pad_to !== undefined) {
+      doc.context = { ...(doc.context as object), pad: "" };
+      const base = Buffer.byteLength(JSON.stringify(doc));
+      if (spec.pad_to < base) throw new Error(`pad_to ${spec.pad_to} is below the document's own ${base} bytes`);
+      (doc.context as Record<string, string>).pad = "x".repeat(spec.pad_to - base);
+      text = JSON.stringify(doc);
+    } else text = JSON.stringify(doc);
+    text += spec.suffix ?? "";
+    let bytes = Buffer.from(text, "utf8");
+    const signer = spec.signed_by === undefined ? agent.key : spec.signed_by === "fresh" ? newAgentKey() : this.agentNamed(spec.signed_by).key;
+    let signature = signer.sign(bytes);
+    if (spec.signature_base64url) signature = Buffer.from(signature, "base64").toString("base64url");
+    if (spec.after_signing?.append !== undefined) bytes = Buffer.concat([bytes, Buffer.from(spec.after_signing.append, "utf8")]);
+    if (spec.after_signing?.replace) {
+      const [from, to] = spec.after_signing.replace;
+      if (!text.includes(from)) throw new Error(`after_signing.replace: ${JSON.stringify(from)} is not in the signed body ${text}`);
+      bytes = Buffer.from(text.replace(from, to), "utf8");
+    }
+    const headers: Record<string, string> = { ...step.headers };
+    const keyId = spec.key_id ?? agent.certificateId;
+    if (keyId !== "") headers["x-service-key-id"] = keyId;
+    signature = spec.signature ?? signature;
+    if (signature !== "") headers["x-service-signature"] = signature;
+    return {
+      ...step,
+      rpc: intent ? "IntentService.SubmitIntent" : "AgentService.Heartbeat",
+      http: intent ? "POST /v1/intents" : `POST /v1/agents/${agent.agentId}/heartbeat`,
+      headers,
+      signed_bytes: new Uint8Array(bytes),
+    };
   }
 
   private async newSandbox(): Promise<{ id: string; key: string }> {
