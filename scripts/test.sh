@@ -31,6 +31,13 @@ fi
 step "typecheck (tsc --noEmit)"
 npx tsc --noEmit
 
+step "lint (eslint)"
+npm run --silent lint
+
+step "layer boundaries (dependency-cruiser)"
+# The layers and what each may import: the comment at the top of .dependency-cruiser.cjs.
+npm run --silent check:boundaries
+
 step "policies: opa fmt, opa test with coverage"
 opa=.tools/bin/opa
 if [ -z "$(find policies -name '*.rego' 2>/dev/null | head -1)" ]; then

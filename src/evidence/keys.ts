@@ -157,7 +157,7 @@ function loadKeyRow(row: EvidenceKeyRow): { publicKey: KeyObject; privateKey?: K
     }
     return { publicKey, privateKey };
   } catch (error) {
-    throw new TypeError(`evidence key ${row.kid}: ${(error as Error).message}`);
+    throw new TypeError(`evidence key ${row.kid}: ${(error as Error).message}`, { cause: error });
   }
 }
 

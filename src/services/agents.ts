@@ -1,5 +1,5 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Agents, Transition, AgentRow } from "../domain/agents.js";
 import { MandateError, validationFailed } from "../base/errors.js";

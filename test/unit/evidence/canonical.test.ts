@@ -143,6 +143,7 @@ describe("canonicalJson: refuses what has no faithful JSON form", () => {
     ["undefined at the root", undefined, "$"],
     ["undefined member", { a: { b: undefined } }, "$.a.b"],
     ["undefined element", [1, undefined], "$[1]"],
+    // eslint-disable-next-line no-sparse-arrays -- the hole is the case under test
     ["array hole", [1, , 3], "$[1]"],
     ["NaN", { n: Number.NaN }, "$.n"],
     ["Infinity", [Infinity], "$[0]"],
