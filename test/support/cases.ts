@@ -61,7 +61,7 @@ export interface SignedSpec {
   suffix?: string;
   /** Pads the document (through `context.pad`) to exactly this many bytes. */
   pad_to?: number;
-  /** Sign with this agent's key instead (`fresh`: a key nobody registered), still under `agent`'s certificate. */
+  /** Sign with this agent's key instead (`fresh`: a key nobody registered; `key:<name>`: `${key.<name>…}`), still under `agent`'s certificate. */
   signed_by?: string;
   /** The X-Service-Key-Id to send instead of the agent's certificate ("" sends none). */
   key_id?: string;
@@ -622,7 +622,8 @@ class Vars {
     } else text = JSON.stringify(doc);
     text += spec.suffix ?? "";
     let bytes = Buffer.from(text, "utf8");
-    const signer = spec.signed_by === undefined ? agent.key : spec.signed_by === "fresh" ? newAgentKey() : this.agentNamed(spec.signed_by).key;
+    const by = spec.signed_by;
+    const signer = by === undefined ? agent.key : by === "fresh" ? newAgentKey() : by.startsWith("key:") ? this.keyNamed(by.slice(4)) : this.agentNamed(by).key;
     let signature = signer.sign(bytes);
     if (spec.signature_base64url) signature = Buffer.from(signature, "base64").toString("base64url");
     if (spec.after_signing?.append !== undefined) bytes = Buffer.concat([bytes, Buffer.from(spec.after_signing.append, "utf8")]);
