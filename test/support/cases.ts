@@ -417,7 +417,8 @@ export class CaseRunner {
       const e = ConnectError.from(err);
       const [detail] = e.findDetails(ErrorDetailSchema);
       const problems = detail ? [] : [`no mandate.v1.ErrorDetail attached to ${grpcCodeName(e.code)} "${e.rawMessage}"`];
-      const errors = detail?.errors.map((fe) => ({ field: fe.field, code: fe.code, message: fe.message }));
+      // line and column are 0 when unset in the ErrorDetail; on /v1 they are then absent.
+      const errors = detail?.errors.map((fe) => ({ field: fe.field, code: fe.code, message: fe.message, ...(fe.line && { line: fe.line }), ...(fe.column && { column: fe.column }) }));
       return {
         ok: false,
         grpc: grpcCodeName(e.code),
