@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import YAML from "yaml";
 import { PolicySourceError } from "../policy/errors.js";
-import { validateGraph } from "../policy/graph.js";
+import { validateGraph } from "../policy/graph-checks.js";
 import { indexGraph } from "../policy/graph-index.js";
 import { libraryModules, runOpa } from "../policy/opa.js";
 import { compileRules } from "../policy/rules.js";

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PolicyCompileError, PolicySourceError, type CompileProblem } from "./errors.js";
-import type { AuthorityGraph } from "./graph.js";
+import type { AuthorityGraph } from "./graph-types.js";
 import { indexGraph } from "./graph-index.js";
 import { ENTRYPOINT, libraryModules, runOpa, wasmCapabilities } from "./opa.js";
 import { assertRegoPackage, isPolicyKey } from "./rules.js";

@@ -1,4 +1,4 @@
-import type { ApprovalBand, AuthorityGraph } from "./graph.js";
+import type { ApprovalBand, AuthorityGraph } from "./graph-types.js";
 
 /**
  * One way a holder can act: up to `max_amount`, until the end of `valid_until` (UTC date,

@@ -7,7 +7,7 @@ export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
 /** The outcomes, for validating values that claim to be one. */
 export const OUTCOMES: readonly Outcome[] = ["ALLOW", "DENY", "HUMAN_REVIEW"];
 
-/** Reason codes are stable machine-readable snake_case, never free text (DESIGN §6). */
+/** Reason codes are stable machine-readable snake_case, never free text (see docs/architecture.md, Policies). */
 export const REASON_PATTERN = /^[a-z][a-z0-9_]*$/;
 
 /** Policy keys name a Rego package segment, `mandate.policies.<policy_key>`. */
@@ -36,7 +36,7 @@ export interface DecisionRule {
   reason: string;
 }
 
-/** A rule that hands the decision to the authority graph and approval matrix (DESIGN §6), optionally only when its conditions hold. */
+/** A rule that hands the decision to the authority graph and approval matrix (see docs/architecture.md, Policies), optionally only when its conditions hold. */
 export interface AuthorityRule {
   id: string;
   when?: Record<string, FieldCondition>;
@@ -55,7 +55,7 @@ export interface RulesDocument {
 /** Key of the policy every new organization starts with. */
 export const STARTER_POLICY_KEY = "starter";
 
-/** The starter policy: allows the reference action with no configuration (DESIGN §6). */
+/** The starter policy: allows the reference action with no configuration (see docs/architecture.md, Policies). */
 export const STARTER_RULES: RulesDocument = {
   actions: ["reference_noop"],
   rules: [{ id: "reference_noop", outcome: "ALLOW", reason: "starter_reference_action" }],

@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DecisionInput, IntentInput } from "../../src/policy/engine.js";
-import { validateGraph, type AuthorityGraph } from "../../src/policy/graph.js";
+import { validateGraph } from "../../src/policy/graph-checks.js";
+import type { AuthorityGraph } from "../../src/policy/graph-types.js";
 import { indexGraph } from "../../src/policy/graph-index.js";
 import { STARTER_POLICY_KEY, STARTER_RULES, compileRules, type Outcome, type RulesDocument } from "../../src/policy/rules.js";
 

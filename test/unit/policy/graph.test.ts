@@ -1,62 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { parseCsv } from "../../../src/policy/csv.js";
-import {
-  generateGraph,
-  parseGovernanceDocument,
-  validateGraph,
-  type AuthorityGraph,
-  type GovernanceDocument,
-  type GovernanceError,
-} from "../../../src/policy/graph.js";
+import { parseGovernanceDocument } from "../../../src/policy/governance-import.js";
+import { validateGraph } from "../../../src/policy/graph-checks.js";
+import { generateGraph } from "../../../src/policy/graph-generation.js";
+import type { AuthorityGraph, GovernanceDocument, GovernanceError } from "../../../src/policy/graph-types.js";
 import { indexGraph } from "../../../src/policy/graph-index.js";
 import { fixtureGraph, loadAuthorityFixture } from "../../policy-fixtures/fixture.js";
 
 const fixture = loadAuthorityFixture();
 const known = new Set(fixture.principal_refs);
-
-describe("parseCsv", () => {
-  // name -> [text, records' fields]
-  const valid: [string, string, string[][]][] = [
-    ["plain fields", "a,b\n1,2\n", [["a", "b"], ["1", "2"]]],
-    ["no final line break", "a,b\n1,2", [["a", "b"], ["1", "2"]]],
-    ["CRLF line ends", "a,b\r\n1,2\r\n", [["a", "b"], ["1", "2"]]],
-    ["a byte order mark", "\uFEFFa,b\n", [["a", "b"]]],
-    ["empty fields", "a,,c\n,,\n", [["a", "", "c"], ["", "", ""]]],
-    ["a quoted comma", 'a,"b,c"\n', [["a", "b,c"]]],
-    ["a doubled quote", '"say ""hi""",x\n', [['say "hi"', "x"]]],
-    ["a line break inside quotes", '"line 1\nline 2",x\n', [["line 1\nline 2", "x"]]],
-    ["an empty quoted field last", 'a,""\n', [["a", ""]]],
-    ["a blank line", "a\n\nb\n", [["a"], [""], ["b"]]],
-    ["an empty text", "", []],
-  ];
-
-  it.each(valid)("parses %s", (_name, text, records) => {
-    const parsed = parseCsv(text);
-    expect(parsed.ok && parsed.records.map((r) => r.fields)).toEqual(records);
-  });
-
-  it("numbers records by the line they start on", () => {
-    const parsed = parseCsv('a\n"x\ny"\nb\n');
-    expect(parsed.ok && parsed.records.map((r) => r.line)).toEqual([1, 2, 4]);
-  });
-
-  // name -> [text, line of the error, part of the message]
-  const invalid: [string, string, number, string][] = [
-    ["an unclosed quote", 'a\n"never closed\n', 2, "never closed"],
-    ["a quote inside an unquoted field", 'a\nab"c,d\n', 2, "quote inside"],
-    ["text after a closing quote", 'a\n"ab"c,d\n', 2, "after a closing quote"],
-    ["a bare carriage return", "a\rb\n", 1, "carriage return"],
-  ];
-
-  it.each(invalid)("refuses %s", (_name, text, line, message) => {
-    const parsed = parseCsv(text);
-    expect(parsed.ok).toBe(false);
-    if (!parsed.ok) {
-      expect(parsed.line).toBe(line);
-      expect(parsed.message).toContain(message);
-    }
-  });
-});
 
 // The fixture graph written as the three governance documents.
 const csvDocuments: GovernanceDocument[] = [
@@ -155,7 +106,7 @@ describe("parseGovernanceDocument", () => {
       { document_id: "doc_bad", row: 3, field: "max_amount", code: "negative_amount" },
       { document_id: "doc_bad", row: 3, field: "valid_until", code: "invalid_date" },
       { document_id: "doc_bad", row: 4, field: "max_amount", code: "invalid_value" },
-      { document_id: "doc_bad", row: 5, field: null, code: "invalid_row" },
+      { document_id: "doc_bad", row: 5, field: null, code: "invalid_row", line: 6, column: 5 },
       { document_id: "doc_bad", row: 6, field: "holder", code: "missing_field" },
       { document_id: "doc_bad", row: 6, field: "action", code: "invalid_value" },
       { document_id: "doc_bad", row: 7, field: "holder", code: "invalid_value" },
@@ -176,6 +127,46 @@ describe("parseGovernanceDocument", () => {
 
   it.each(refused)("refuses %s as a whole", (_name, doc, code) => {
     expect(errorsOf(parseGovernanceDocument(doc))[0]).toMatchObject({ document_id: "d", row: null, code });
+  });
+
+  // name -> [CSV content of a signing schedule, the error without its message, start of the message]
+  const malformed: [string, string, Omit<GovernanceError, "message">, string][] = [
+    [
+      "an unclosed quote",
+      'principal,role,reports_to\nE100,ceo,\nE200,"cfo,ceo\nE300,finance_manager,cfo\n',
+      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 3, column: 2 },
+      "line 3, column 2: a quoted field is never closed",
+    ],
+    [
+      "a stray quote",
+      'principal,role,reports_to\nE100,ceo,\nE200,cfo,c"eo\n',
+      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 3, column: 3 },
+      "line 3, column 3: a quote inside an unquoted field",
+    ],
+    [
+      "text after a closing quote",
+      'principal,role,reports_to\r\n"E100"x,ceo,\r\n',
+      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 2, column: 1 },
+      "line 2, column 1: unexpected character after a closing quote",
+    ],
+    [
+      "too few columns",
+      'principal,role,reports_to\nE100,ceo,\n"E200\nE201",cfo\n',
+      { document_id: "d", row: 2, field: null, code: "invalid_row", line: 3, column: 3 },
+      "expected 3 fields, found 2 (line 3)",
+    ],
+    [
+      "too many columns",
+      "principal,role,reports_to\nE100,ceo,,\n",
+      { document_id: "d", row: 1, field: null, code: "invalid_row", line: 2, column: 4 },
+      "expected 3 fields, found 4 (line 2)",
+    ],
+  ];
+
+  it.each(malformed)("refuses a CSV document with %s, naming its line and column", (_name, content, error, message) => {
+    const parsed = parseGovernanceDocument({ document_id: "d", kind: "signing_schedule", format: "csv", content });
+    expect(errorsOf(parsed)).toEqual([error]);
+    expect(!parsed.ok && parsed.errors[0]?.message.startsWith(message)).toBe(true);
   });
 
   it("reads YAML and JSON rows by 0-based index, with typed values", () => {

@@ -1,0 +1,95 @@
+import { byRow, parseGovernanceDocument } from "./governance-import.js";
+import { checkGraph } from "./graph-checks.js";
+import type { AuthorityGraph, GovernanceDocument, GovernanceError, GraphGeneration } from "./graph-types.js";
+
+/**
+ * Generates an authority graph from governance documents: signing schedules give roles and
+ * memberships, delegation documents give limits (empty delegate) and delegations, approval
+ * matrices give bands. Every problem, including those only visible once the documents are
+ * combined (unknown principals, role cycles, delegating more than is held), is reported
+ * against the document and row it came from.
+ */
+export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipalRefs: ReadonlySet<string>): GraphGeneration {
+  const errors: GovernanceError[] = [];
+  const graph: AuthorityGraph = { roles: [], memberships: [], limits: [], delegations: [], approval_matrix: [] };
+  // Where each entry of each list came from, to report combined-graph problems by row.
+  const origin: Record<keyof AuthorityGraph, { document_id: string; row: number }[]> = {
+    roles: [], memberships: [], limits: [], delegations: [], approval_matrix: [],
+  };
+  const roleIndex = new Map<string, number>();
+  const declareRole = (role: string, reportsTo: string | null, document_id: string, row: number): void => {
+    const at = roleIndex.get(role);
+    if (at === undefined) {
+      roleIndex.set(role, graph.roles.length);
+      graph.roles.push({ role, reports_to: reportsTo });
+      origin.roles.push({ document_id, row });
+      return;
+    }
+    const existing = graph.roles[at]!;
+    if (reportsTo === null || existing.reports_to === reportsTo) return;
+    if (existing.reports_to === null) {
+      existing.reports_to = reportsTo;
+      origin.roles[at] = { document_id, row };
+      return;
+    }
+    errors.push({
+      document_id, row, field: "reports_to", code: "conflicting_reports_to",
+      message: `role "${role}" already reports to "${existing.reports_to}"`,
+    });
+  };
+
+  for (const doc of docs) {
+    const parsed = parseGovernanceDocument(doc);
+    if (!parsed.ok) {
+      errors.push(...parsed.errors);
+      continue;
+    }
+    const from = (row: number) => ({ document_id: doc.document_id, row });
+    switch (parsed.kind) {
+      case "signing_schedule":
+        for (const r of parsed.rows) {
+          declareRole(r.role, r.reports_to, doc.document_id, r.row);
+          if (r.reports_to !== null && !roleIndex.has(r.reports_to)) declareRole(r.reports_to, null, doc.document_id, r.row);
+          if (r.principal !== null) {
+            graph.memberships.push({ principal: r.principal, role: r.role });
+            origin.memberships.push(from(r.row));
+          }
+        }
+        break;
+      case "delegation_of_authority":
+        for (const r of parsed.rows) {
+          const { holder, delegate, action, currency, max_amount, valid_until } = r;
+          if (delegate === null) {
+            graph.limits.push({ holder, action, currency, max_amount, valid_until });
+            origin.limits.push(from(r.row));
+          } else {
+            graph.delegations.push({ holder, delegate, action, currency, max_amount, valid_until });
+            origin.delegations.push(from(r.row));
+          }
+        }
+        break;
+      case "approval_matrix":
+        for (const { row, ...band } of parsed.rows) {
+          graph.approval_matrix.push(band);
+          origin.approval_matrix.push(from(row));
+        }
+        break;
+    }
+  }
+  if (errors.length > 0) return { ok: false, errors };
+
+  const combined: GovernanceError[] = [];
+  checkGraph(graph, knownPrincipalRefs, (path, code, message) => {
+    const [list, index, field] = path as [keyof AuthorityGraph | undefined, number | undefined, string | undefined];
+    const o = list !== undefined && index !== undefined ? origin[list]?.[index] : undefined;
+    combined.push({
+      document_id: o?.document_id ?? "",
+      row: o?.row ?? null,
+      field: field ?? null,
+      code,
+      message,
+    });
+  });
+  if (combined.length > 0) return { ok: false, errors: byRow(combined, docs.map((d) => d.document_id)) };
+  return { ok: true, graph };
+}
