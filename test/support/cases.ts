@@ -479,12 +479,13 @@ class Vars {
     const repeat = /^repeat:(.*):(\d+)$/s.exec(name);
     if (repeat) return repeat[1]!.repeat(Number(repeat[2]));
     const now = /^now(?::([+-]\d+))?$/.exec(name);
-    const key = /^key\.([a-z0-9_]+)\.(public_key|base64)$/.exec(name);
+    const key = /^key\.([a-z0-9_]+)\.(public_key|base64|base64_unpadded)$/.exec(name);
     let value: unknown;
     if (now) value = new Date(Date.now() + Number(now[1] ?? 0) * 1000).toISOString();
     else if (key) {
       const k = this.keyNamed(key[1]!);
-      value = key[2] === "public_key" ? k.publicKey : k.publicKey.slice("ed25519:base64:".length);
+      const b64 = k.publicKey.slice("ed25519:base64:".length);
+      value = key[2] === "public_key" ? k.publicKey : key[2] === "base64" ? b64 : b64.replace(/=+$/, "");
     } else if (/^email\d*$/.test(name)) value = uniqueEmail("contract");
     else if (name === "uuid") value = randomUUID();
     else if (name === "unknown_org") value = `org_${randomBytes(13).toString("hex").slice(0, 26)}`;
