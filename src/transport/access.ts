@@ -1,7 +1,7 @@
 import type { Permission } from "../base/caller.js";
 
 /**
- * How each RPC authenticates (DESIGN §3):
+ * How each RPC authenticates (docs/architecture.md, "Authentication"):
  * - `public`: no credentials (sandbox creation);
  * - `platform`: the operator key without an organization (creating organizations);
  * - `org`: a bearer key or the operator key naming its organization, holding `permission` if set;

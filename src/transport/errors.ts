@@ -3,8 +3,9 @@ import { create } from "@bufbuild/protobuf";
 import { MandateError, type ErrorCode, type FieldError } from "../base/errors.js";
 import { isUnstorableText } from "../storage/postgres/database.js";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
+import { isStackOverflowText } from "./node-internals.js";
 
-/** HTTP status and gRPC code of every error code (DESIGN §5); the one place they are decided. */
+/** HTTP status and gRPC code of every error code (docs/architecture.md, "Error model"); the one place they are decided. */
 const STATUS: Record<ErrorCode, [number, Code]> = {
   signature_invalid: [401, Code.Unauthenticated],
   unknown_key: [401, Code.Unauthenticated],
@@ -48,13 +49,13 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
     return { code: err.code, message: err.message, errors: err.fieldErrors, status, grpc };
   }
   if (err instanceof ConnectError) {
-    // Raised by connect itself before our code ran (bad protobuf, oversized message, …).
-    // An undecodable message is reported by connect as INTERNAL; it is the client's input.
-    const undecodable = err.code === Code.Internal && /parse|decode|illegal|premature|invalid (wire|utf-8)|unexpected end/i.test(err.rawMessage);
+    // Raised by connect itself before our code ran (bad protobuf, oversized message, …). An
+    // undecodable message, which connect reports as INTERNAL, arrives here as INVALID_ARGUMENT
+    // already: connect-errors.ts and the pipeline recognise it by where it arose.
     const code: ErrorCode =
       err.code === Code.ResourceExhausted
         ? "payload_too_large"
-        : err.code === Code.InvalidArgument || undecodable
+        : err.code === Code.InvalidArgument
           ? "validation_failed"
           : err.code === Code.Unimplemented
             ? "not_found"
@@ -64,8 +65,9 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
                 ? "unavailable"
                 : "internal";
     const [status, grpc] = STATUS[code];
-    // connect's JSON decoder recurses: a document nested thousands deep overflows the stack there.
-    if (code === "validation_failed" && /maximum call stack size exceeded/i.test(err.rawMessage)) {
+    // connect's JSON decoder recurses: a document nested thousands deep overflows the stack there,
+    // and only the RangeError's text comes through (checked at start-up in node-internals.ts).
+    if (code === "validation_failed" && isStackOverflowText(err.rawMessage)) {
       return { code, message: "The message is nested too deeply.", errors: [{ field: "(body)", code: "too_deep", message: "nested too deeply" }], status, grpc };
     }
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };

@@ -31,6 +31,7 @@ function frame(bytes: Uint8Array): Buffer {
  * respond()'s options, with `endStream` given: Node copies them with a spread and then sets
  * `endStream`, and in this V8 a spread followed by a member its source lacks gets a hidden class
  * of its own (in the old generation) per call; with the member present it is only overwritten.
+ * (How Node copies them is its own business: where it differs, only this saving is lost.)
  */
 const RESPOND_OPTIONS = { endStream: false, waitForTrailers: true } as const;
 
@@ -39,21 +40,18 @@ function ignore(): void {}
 
 /**
  * Unary gRPC calls of the registered services, answered on the raw HTTP/2 stream without
- * connect-node and without Node's request/response compatibility objects. connect's gRPC
- * handling (async-iterable pipelines, a deadline timer and linked abort signals per call) cost
- * about 350 µs of CPU per call more than the same call over /v1, and the compatibility
- * request and response objects about 8 µs more again (measured on calls refused before any
- * I/O). This path takes only the plain case: binary protobuf, no
+ * connect-node and without Node's request/response compatibility objects, both of which cost
+ * CPU per call that this path avoids (connect's async-iterable pipelines, a deadline timer and
+ * linked abort signals per call). This path takes only the plain case: binary protobuf, no
  * compression and no deadline header; connect-node serves everything else (other protocols,
  * compressed or JSON messages, deadlines, streaming, reflection). It runs the same pipeline as
  * connect's interceptor, in the same order (decode, authenticate, check text, call), and writes
  * errors with connect's own trailer encoding, so a client cannot tell which path answered.
  *
- * What HTTP/2 costs the garbage collector here beyond /v1, at 1,000 Intents/s: request header
- * values are external strings, which V8 allocates in the old generation, ~10 per call, all freed
- * only by a full collection (whose external-string pass then takes 2-3 ms). That sits in Node's
- * http2 and is left as it is. (The session's stream table kept every finished stream alive until
- * a full collection too; see h2-stream-tables.ts.)
+ * Left as it is in Node's http2: request header values are external strings, which V8 allocates
+ * in the old generation and frees only in a full collection. (The session's stream table, which
+ * kept every finished stream alive until a full collection too, is renewed by renewStreamTables
+ * in node-internals.ts.)
  */
 export function createGrpcUnary(services: readonly RegisteredService[], pipeline: RequestPipeline, bodyLimit: number) {
   const methods = new Map<string, UnaryMethod>();

@@ -23,10 +23,11 @@ import { validationFailed, type FieldError } from "../base/errors.js";
 import { wire_name } from "../gen/mandate/v1/options_pb.js";
 
 /*
- * The /v1 JSON wire form (DESIGN §1): snake_case proto field names, enum values
- * spelled as the spec spells them (the `wire_name` option), timestamps as ISO
- * 8601 UTC with exactly three fractional digits, int64 as JSON numbers. It is
- * driven by the descriptors, so every message gets the same treatment.
+ * The /v1 JSON wire form (docs/architecture.md, "The /v1 JSON wire form"):
+ * snake_case proto field names, enum values spelled as the spec spells them (the
+ * `wire_name` option), timestamps as ISO 8601 UTC with exactly three fractional
+ * digits, int64 as JSON numbers. It is driven by the descriptors, so every
+ * message gets the same treatment.
  */
 
 interface EnumSpelling {

@@ -26,7 +26,7 @@ const WELL_KNOWN: Record<string, Schema> = {
   "google.protobuf.Empty": { type: "object" },
 };
 
-/** Security schemes, one per credential of DESIGN §3. */
+/** Security schemes, one per credential (docs/architecture.md, "Authentication"). */
 const SECURITY_SCHEMES = {
   bearer: { type: "http", scheme: "bearer", description: "An organization or sandbox API key." },
   operatorKey: { type: "apiKey", in: "header", name: "X-Service-Operator-Key", description: "Platform-internal operator key." },
@@ -231,7 +231,7 @@ export function openApiDocument(services: readonly DescService[]): Record<string
       schemas: Object.fromEntries(Object.entries(schemas.components).sort(([a], [b]) => a.localeCompare(b))),
       responses: {
         Error: {
-          description: "Evaluation or the request did not complete; `detail` is the stable code (DESIGN §5).",
+          description: "Evaluation or the request did not complete; `detail` is the stable code.",
           content: { "application/json": { schema: { $ref: `#/components/schemas/${ErrorDetailSchema.typeName}` } } },
         },
       },

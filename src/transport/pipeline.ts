@@ -9,6 +9,7 @@ import { requireStorableText } from "../base/text.js";
 import { accessOf } from "./access.js";
 import { authenticate, type HeaderSource } from "./authenticate.js";
 import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
+import { asClientInput, reachedPipelineKey } from "./connect-errors.js";
 import { describeError, toConnectError } from "./errors.js";
 import { Metrics } from "./metrics.js";
 
@@ -37,9 +38,8 @@ interface Invocation {
  *
  * A class, with the lazy headers as prototype getters, and not an object literal with getters
  * of its own: such a literal gets a map of its own, and maps live in the old generation, so the
- * getters (and through them the whole request) survived every young collection until the next
- * full one. At 1,000 Intents/s over /v1 that was ~300 of the ~500 KB promoted per scavenge,
- * and a full collection every second or so (measured with --trace-gc-nvp).
+ * getters (and through them the whole request) would survive every young collection until the
+ * next full one.
  */
 class InvocationContext implements HandlerContext {
   readonly service: DescService;
@@ -129,12 +129,13 @@ export class RequestPipeline {
       const started = performance.now();
       const requestId = this.requestId(req.header.get("x-request-id"));
       req.contextValues.set(requestIdKey, requestId);
+      req.contextValues.set(reachedPipelineKey, true);
       let code = "ok";
       try {
         const clientAddress = req.contextValues.get(clientAddressKey);
         req.contextValues.set(callerKey, await this.authenticate(req.service.typeName, req.method.name, req.header, clientAddress));
         if (!req.stream) requireStorableText(req.message);
-        const res = await next(req);
+        const res = await next(req.stream ? { ...req, message: asClientInput(req.message) } : req);
         res.header.set("x-request-id", requestId);
         return res;
       } catch (err) {

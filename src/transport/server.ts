@@ -10,7 +10,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
 import { createGrpcUnary } from "./grpc-unary.js";
-import { renewStreamTables } from "./h2-stream-tables.js";
+import { checkNodeInternals, forwardToCompat, renewStreamTables } from "./node-internals.js";
 import type { RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
@@ -42,6 +42,9 @@ export async function listen(options: {
   bodyLimit: number;
   plainRoutes: Record<string, PlainRoute>;
 }): Promise<RunningServer> {
+  // Refuses to serve (NodeInternalsError, naming the Node version) where a private detail of Node
+  // or connect that the transport relies on differs from what node-internals.ts expects.
+  await checkNodeInternals();
   const { services, pipeline } = options;
   const transcoder = createTranscoder(services, pipeline, options.bodyLimit);
   const grpcUnary = createGrpcUnary(services, pipeline, options.bodyLimit);
@@ -112,13 +115,14 @@ export async function listen(options: {
   });
   // HTTP/2 streams the unary gRPC fast path takes are served raw; the others become request and
   // response objects, as a server with a request handler makes them, on `h2compat`, which never
-  // listens: it only turns the streams `h2` hands it into requests for `handler`.
+  // listens: it only turns the streams `h2` hands it into requests for `handler` (a private
+  // listener of Node's: see forwardToCompat in node-internals.ts).
   const h2 = http2.createServer({});
   const h2compat = http2.createServer({}, handler);
   h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
     const fast = grpcUnary.route(headers);
     if (fast) void grpcUnary.serve(stream, headers, fast);
-    else h2compat.emit("stream", stream, headers, flags, rawHeaders);
+    else forwardToCompat(h2compat, stream, headers, flags, rawHeaders);
   });
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {
@@ -148,7 +152,8 @@ export async function listen(options: {
     });
   });
   // noDelay: a response is written as it is ready. http.Server sets it on its own sockets, but
-  // these are accepted here and handed to HTTP/2 too, where Nagle meets delayed ACK (~40 ms stalls).
+  // these are accepted here and handed to HTTP/2 too, where Nagle's algorithm meets the peer's
+  // delayed ACK and a small write waits for the delayed-ACK timer.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => {
@@ -163,6 +168,8 @@ export async function listen(options: {
         return;
       }
       socket.unshift(head);
+      // Emitting "connection" hands a socket to a server that does not listen itself (documented
+      // for http.Server; Http2Server takes it through the same net.Server connection listener).
       if (head.equals(HTTP2_PREFACE.subarray(0, head.length))) h2.emit("connection", socket);
       else {
         h1Sockets.add(socket);

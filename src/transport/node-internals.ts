@@ -1,0 +1,289 @@
+import type { EventEmitter } from "node:events";
+import http2 from "node:http2";
+import { Duplex } from "node:stream";
+import { create, createFileRegistry } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import { createConnectRouter } from "@connectrpc/connect";
+import { createAsyncIterable, type UniversalHandler } from "@connectrpc/connect/protocol";
+
+/*
+ * Every place where the transport relies on a private detail of Node or connect, and the start-up
+ * check that refuses to run when those details differ from what this code expects. Nothing else in
+ * src/transport reaches past a public API.
+ *
+ *  1. HTTP/2 session stream tables (renewStreamTables): Node keeps a session's streams in a Map
+ *     and a Set on an internal state object; they are replaced by fresh copies periodically.
+ *  2. Handing a stream to a request-handler server (forwardToCompat): `http2.createServer(opts,
+ *     handler)` turns a "stream" event into request/response objects through a listener of its
+ *     own; the server emits "stream" on such a server without ever letting it listen.
+ *  3. V8's stack-overflow text (isStackOverflowText): connect reports a message nested too
+ *     deeply for its JSON decoder with the RangeError's message as the error message, and only
+ *     that text (no cause) reaches the error shaping after connect has serialized the error.
+ *
+ * checkNodeInternals() verifies all three on live objects and is run by listen() before it serves.
+ */
+
+/** Raised by the start-up self-check: this Node (or connect) keeps a private detail otherwise. */
+export class NodeInternalsError extends Error {
+  override readonly name = "NodeInternalsError";
+}
+
+function refuse(what: string): never {
+  throw new NodeInternalsError(
+    `Node ${process.version}: ${what}. src/transport/node-internals.ts relies on this private detail of Node or @connectrpc/connect ` +
+      `(checked on the Node versions of package.json "engines"); adapt that module before running the service on this version.`,
+  );
+}
+
+// --- 1. HTTP/2 session stream tables ---------------------------------------------------------
+
+/** How often a session's stream tables are replaced: well under the interval between two young collections under load. */
+const RENEW_MS = 100;
+
+interface StreamTables {
+  streams: Map<unknown, unknown>;
+  pendingStreams: Set<unknown>;
+}
+
+/**
+ * The session's internal state object (the own property keyed by the symbol described "state")
+ * when it holds the stream Map `streams` and the Set `pendingStreams`; null where it does not.
+ */
+function streamTablesOf(session: object): StreamTables | null {
+  const key = Object.getOwnPropertySymbols(session).find((s) => s.description === "state");
+  const state: unknown = key === undefined ? undefined : (session as Record<symbol, unknown>)[key];
+  return hasStreamTables(state) ? state : null;
+}
+
+/** Whether `state` holds the two tables. Node's SafeMap and SafeSet are not `instanceof` Map and Set (their prototypes are cut off from them), so this checks their shape. */
+function hasStreamTables(state: unknown): state is StreamTables {
+  if (typeof state !== "object" || state === null) return false;
+  const { streams, pendingStreams } = state as Record<string, unknown>;
+  return isTable(streams, "get") && isTable(pendingStreams, "add");
+}
+
+function isTable(value: unknown, method: "get" | "add"): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const table = value as Record<string | symbol, unknown>;
+  return typeof table[method] === "function" && typeof table.delete === "function" && typeof table.size === "number" && typeof table[Symbol.iterator] === "function";
+}
+
+/** Replaces both tables by copies: the same classes (Node's own SafeMap and SafeSet), the same entries in the same order. */
+function renewTables(tables: StreamTables): void {
+  const MapClass = tables.streams.constructor as MapConstructor;
+  const SetClass = tables.pendingStreams.constructor as SetConstructor;
+  tables.streams = new MapClass(tables.streams);
+  tables.pendingStreams = new SetClass(tables.pendingStreams);
+}
+
+/**
+ * Keeps an HTTP/2 session's stream tables in the young generation, so finished streams do not
+ * outlive their call until a full garbage collection.
+ *
+ * Node keeps a session's streams in a Map, and those still opening in a Set, on its internal
+ * state object, adding and deleting an entry per call. Once such a table has lived through a
+ * full collection, V8 allocates every rehashed table in the old generation, and each discarded
+ * table keeps the streams it held reachable through young collections until the next full one,
+ * so every stream of a long-lived connection (with its body, listeners and state) was promoted.
+ * Fresh copies every RENEW_MS never live that long. Every use of the tables in Node is
+ * synchronous, so a copy made between two events loses nothing.
+ *
+ * Returns the function that stops the renewal, or null (doing nothing) for a session whose
+ * internals differ; checkNodeInternals() refuses to start on such a Node, so that does not
+ * happen in a running service.
+ */
+export function renewStreamTables(session: http2.Http2Session): (() => void) | null {
+  const tables = streamTablesOf(session);
+  if (tables === null) return null;
+  const timer = setInterval(() => renewTables(tables), RENEW_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** Refuses unless `session` keeps its stream tables where renewStreamTables expects them. */
+export function checkStreamTables(session: object): void {
+  if (streamTablesOf(session) === null) {
+    refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")');
+  }
+}
+
+// --- 2. Handing a stream to a request-handler server ------------------------------------------
+
+/** The name of the listener Node's http2.createServer(options, handler) adds for "stream" events. */
+const COMPAT_LISTENER = "onServerStream";
+
+/**
+ * Serves `stream` as `compat`, a server made by `http2.createServer(options, handler)` that never
+ * listens, would serve it: Node's own "stream" listener on it wraps the stream into request and
+ * response objects and emits "request" for the handler.
+ */
+export function forwardToCompat(compat: http2.Http2Server, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]): void {
+  compat.emit("stream", stream, headers, flags, rawHeaders);
+}
+
+/** Refuses unless `compat` has exactly one "stream" listener, Node's own, which makes request and response objects. */
+export function checkCompatServer(compat: EventEmitter): void {
+  const listeners = compat.listeners("stream");
+  if (listeners.length !== 1 || !listeners[0]!.name.includes(COMPAT_LISTENER)) {
+    refuse(
+      `a server made by http2.createServer(options, handler) has ${listeners.length} "stream" listener(s) (${listeners.map((l) => l.name || "anonymous").join(", ") || "none"}), ` +
+        `not the one listener "${COMPAT_LISTENER}" that turns a stream into a request`,
+    );
+  }
+}
+
+// --- 3. V8's stack-overflow text through connect ------------------------------------------------
+
+/** Whether an error message connect passed on is V8's RangeError for an overflowed stack (its JSON decoder recursing on deeply nested input). */
+export function isStackOverflowText(message: string): boolean {
+  return /maximum call stack size exceeded/i.test(message);
+}
+
+/** A tiny service taking a google.protobuf.Value, for the probe: connect decodes it recursively. */
+function probeService() {
+  const file = create(FileDescriptorProtoSchema, {
+    name: "mandate/internal/self_check.proto",
+    package: "mandate.internal",
+    syntax: "proto3",
+    dependency: ["google/protobuf/struct.proto"],
+    service: [{ name: "SelfCheck", method: [{ name: "Echo", inputType: ".google.protobuf.Value", outputType: ".google.protobuf.Value" }] }],
+  });
+  const registry = createFileRegistry(file, (name) => (name === "google/protobuf/struct.proto" ? file_google_protobuf_struct : undefined));
+  return registry.getService("mandate.internal.SelfCheck")!;
+}
+
+function probeHandler(): UniversalHandler {
+  const router = createConnectRouter();
+  router.service(probeService(), { echo: (value: unknown) => value } as never);
+  return router.handlers[0]!;
+}
+
+async function bodyText(body: AsyncIterable<Uint8Array> | Uint8Array | undefined): Promise<string> {
+  if (body === undefined) return "";
+  if (body instanceof Uint8Array) return Buffer.from(body).toString("utf8");
+  const parts: Uint8Array[] = [];
+  for await (const chunk of body) parts.push(chunk);
+  return Buffer.concat(parts).toString("utf8");
+}
+
+/**
+ * Refuses unless a Connect JSON request nested far too deeply, sent through `handler` (by default
+ * a connect router serving a method that takes a google.protobuf.Value), is answered with
+ * invalid_argument and a message isStackOverflowText recognises.
+ */
+export async function checkStackOverflowText(handler: UniversalHandler = probeHandler()): Promise<void> {
+  const depth = 100_000;
+  const res = await handler({
+    httpVersion: "1.1",
+    method: "POST",
+    url: `http://self-check${handler.requestPath}`,
+    header: new Headers({ "content-type": "application/json", "connect-protocol-version": "1" }),
+    body: createAsyncIterable([Buffer.from(`${"[".repeat(depth)}${"]".repeat(depth)}`)]),
+    signal: new AbortController().signal,
+  });
+  const text = await bodyText(res.body);
+  let error: { code?: unknown; message?: unknown } = {};
+  try {
+    error = JSON.parse(text) as typeof error;
+  } catch {
+    // Not an error document: refused below.
+  }
+  if (res.status !== 400 || error.code !== "invalid_argument" || typeof error.message !== "string" || !isStackOverflowText(error.message)) {
+    refuse(`connect answered a JSON message nested ${depth} deep with HTTP ${res.status} ${JSON.stringify(text.slice(0, 200))}, not invalid_argument with V8's "Maximum call stack size exceeded"`);
+  }
+}
+
+// --- The self-check ------------------------------------------------------------------------------
+
+/** Two connected in-memory streams: what one writes, the other reads. */
+function duplexPair(): [Duplex, Duplex] {
+  const sides: Duplex[] = [];
+  const side = (peer: () => Duplex) =>
+    new Duplex({
+      read() {},
+      write(chunk, _encoding, done) {
+        peer().push(chunk);
+        done();
+      },
+      final(done) {
+        peer().push(null);
+        done();
+      },
+    });
+  sides.push(
+    side(() => sides[1]!),
+    side(() => sides[0]!),
+  );
+  return [sides[0]!, sides[1]!];
+}
+
+/**
+ * One HTTP/2 request over an in-memory connection, served the way listen() serves streams: the
+ * connection handed to a non-listening server with "connection", the stream forwarded to a
+ * request-handler server, the session's stream tables replaced while the stream is open. Checks
+ * the session's tables and that the forwarded stream is answered through a "request" event.
+ */
+async function probeHttp2(timeoutMs: number): Promise<void> {
+  const [serverSide, clientSide] = duplexPair();
+  const h2 = http2.createServer({});
+  const compat = http2.createServer({}, (_req, res) => {
+    res.writeHead(204);
+    res.end();
+  });
+  checkCompatServer(compat);
+  let session: http2.ServerHttp2Session | undefined;
+  h2.on("session", (s) => (session = s));
+  h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    const tables = streamTablesOf(stream.session!);
+    if (tables) renewTables(tables);
+    forwardToCompat(compat, stream, headers, flags, rawHeaders);
+  });
+  h2.emit("connection", serverSide);
+  const client = http2.connect("http://self-check", { createConnection: () => clientSide });
+  client.on("error", () => {});
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const status = await new Promise<number | "timeout">((resolve, reject) => {
+      timer = setTimeout(() => resolve("timeout"), timeoutMs);
+      const req = client.request({ ":path": "/self-check" }, { endStream: true });
+      req.on("response", (headers) => resolve(Number(headers[":status"])));
+      req.on("error", reject);
+      req.resume();
+    }).catch((err: unknown) => refuse(`a request over an in-memory HTTP/2 connection failed (${err instanceof Error ? err.message : String(err)})`));
+    if (session === undefined) refuse("an HTTP/2 server given a connection with the \"connection\" event made no session");
+    checkStreamTables(session);
+    if (status !== 204) {
+      refuse(`a stream forwarded to a request-handler server with the "stream" event was ${status === "timeout" ? `not answered within ${timeoutMs} ms` : `answered with ${status}`}, not by its request handler`);
+    }
+  } finally {
+    clearTimeout(timer);
+    client.destroy();
+    session?.destroy();
+    serverSide.destroy();
+    clientSide.destroy();
+  }
+}
+
+/** Objects to check in place of the live ones the self-check makes (tests inject fakes). */
+export interface InternalsProbe {
+  /** An HTTP/2 session, checked for its stream tables. */
+  session?: object;
+  /** A server made by http2.createServer(options, handler), checked for Node's own "stream" listener. */
+  compatServer?: EventEmitter;
+  /** A connect handler, sent a JSON message nested too deeply for connect's decoder. */
+  connectHandler?: UniversalHandler;
+}
+
+/**
+ * The start-up self-check: resolves when every private detail this module relies on is as
+ * expected on this Node and connect, and rejects with a NodeInternalsError naming the Node
+ * version otherwise. It runs on live objects (an in-memory HTTP/2 connection, a connect router);
+ * objects given in `probe` are checked as well, first.
+ */
+export async function checkNodeInternals(probe: InternalsProbe = {}, timeoutMs = 2000): Promise<void> {
+  if (probe.session !== undefined) checkStreamTables(probe.session);
+  if (probe.compatServer !== undefined) checkCompatServer(probe.compatServer);
+  if (probe.connectHandler !== undefined) await checkStackOverflowText(probe.connectHandler);
+  await probeHttp2(timeoutMs);
+  await checkStackOverflowText();
+}
