@@ -16,9 +16,8 @@ import { IntegrationService } from "./gen/mandate/v1/integrations_pb.js";
 import { IntegrationServiceImpl } from "./services/integrations.js";
 import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
 import { CapabilityServiceImpl } from "./services/capabilities.js";
-import { CapabilityMirror } from "./storage/redis/capability-mirror.js";
+import { RedisCapabilityMirror } from "./storage/redis/capability-mirror.js";
 import { Intents } from "./domain/intents.js";
-import { DecisionWriter } from "./domain/decision-writer.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEngine } from "./policy/engine.js";
 import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
@@ -34,6 +33,17 @@ import { AgentServiceImpl, EvidenceServiceImpl, PrincipalServiceImpl } from "./s
 import { OrganizationService, SandboxService } from "./gen/mandate/v1/organizations_pb.js";
 import { OrganizationServiceImpl, SandboxServiceImpl } from "./services/organizations.js";
 import { createDatabase } from "./storage/postgres/database.js";
+import { EvidenceChain } from "./storage/postgres/evidence-chain.js";
+import { PostgresEvidenceStore } from "./storage/postgres/evidence.js";
+import { PostgresLedger } from "./storage/postgres/ledger.js";
+import { PostgresAgentStore } from "./storage/postgres/agents.js";
+import { PostgresIntegrationStore } from "./storage/postgres/integrations.js";
+import { PostgresExecutionStore } from "./storage/postgres/execution.js";
+import { PostgresDecisionStore } from "./storage/postgres/decisions.js";
+import { PostgresCapabilityStore } from "./storage/postgres/capabilities.js";
+import { PostgresOrganizationStore } from "./storage/postgres/organizations.js";
+import { PostgresPolicyStore } from "./storage/postgres/policies.js";
+import { PostgresPrincipalStore } from "./storage/postgres/principals.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
@@ -62,44 +72,54 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   try {
     let evidence: EvidenceLog | undefined;
     const applied = await migrate(db, async () => {
-      evidence = await EvidenceLog.open(db);
+      evidence = await EvidenceLog.open(new PostgresEvidenceStore(db));
     });
     if (applied.length) logger.info({ applied }, "migrations applied");
     if (!evidence) throw new Error("evidence log did not open");
+    const signing = evidence;
+    const chain = new EvidenceChain(db, () => signing.keys);
+    const organizationStore = new PostgresOrganizationStore(db, chain);
+    const principalStore = new PostgresPrincipalStore(db);
+    const policyStore = new PostgresPolicyStore(db, chain);
+    const agentStore = new PostgresAgentStore(db, chain);
+    const integrationStore = new PostgresIntegrationStore(db, chain);
+    const decisionStore = new PostgresDecisionStore(db, chain);
+    const capabilityStore = new PostgresCapabilityStore(db);
+    const ledger = new PostgresLedger(db, chain);
 
-    const policies = new Policies(db, evidence, new PolicyEngine());
+    const policies = new Policies(policyStore, principalStore, agentStore, new PolicyEngine());
     await policies.prepareStarter();
     // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
-    const mirror = config.redisUrl ? CapabilityMirror.connect(config.redisUrl) : null;
+    const mirror = config.redisUrl ? RedisCapabilityMirror.connect(config.redisUrl) : null;
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
-    const organizations = new Organizations(db, config.limits, policies.installStarter, evidence, async (id, state) => {
+    const organizations = new Organizations(organizationStore, config.limits, policies.starterPolicy, async (id, state) => {
       await mirror?.setOrganization(id, state).catch(mirrorError);
     });
-    const credentials = new Credentials(db, config.operatorKey);
-    const signatures = new AgentSignatures(db);
-    const agents = new Agents(db, evidence, signatures, async (a) => {
+    const credentials = new Credentials(organizationStore, config.operatorKey);
+    const signatures = new AgentSignatures(agentStore);
+    const agents = new Agents(agentStore, evidence, signatures, async (a) => {
       await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);
     });
-    const intents = new Intents(db, new DecisionWriter(db, evidence), signatures, policies, config.limits);
-    const decisions = new Decisions(db, evidence, signatures, config.limits.requestedAtSkewSeconds);
-    const execution = new Execution(db, evidence);
+    const intents = new Intents(decisionStore, ledger, signatures, policies, config.limits);
+    const decisions = new Decisions(decisionStore, signatures, config.limits.requestedAtSkewSeconds);
+    const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
       { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
-      { service: PrincipalService, impl: new PrincipalServiceImpl(new Principals(db)) as never },
+      { service: PrincipalService, impl: new PrincipalServiceImpl(new Principals(principalStore)) as never },
       { service: AgentService, impl: new AgentServiceImpl(agents, config.limits.requestedAtSkewSeconds) as never },
       { service: EvidenceService, impl: new EvidenceServiceImpl(evidence) as never },
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
       { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
       { service: IntegrationService, impl: new IntegrationServiceImpl(
-          new Integrations(db, evidence, async (org, id, state) => {
+          new Integrations(integrationStore, agentStore, async (org, id, state) => {
             await mirror?.setIntegration(org, id, state).catch(mirrorError);
           }),
         ) as never },
       { service: ExecutionReportService, impl: new ExecutionReportServiceImpl(execution) as never },
       { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
-      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(db, evidence, mirror, mirrorError), evidence) as never },
+      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, ledger, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
@@ -118,7 +138,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         "/healthz": async () => ({ status: "ok" }),
         // Ready means the database answers; a 503 takes the replica out of rotation.
         "/readyz": async () => {
-          await db.pool.query("SELECT 1");
+          await db.ping();
           return { status: "ready" };
         },
         "/metrics": () => pipeline.metrics.text(),

@@ -1,5 +1,8 @@
 import path from "node:path";
 import { projectRoot } from "./policy/opa.js";
+import type { Limits } from "./domain/limits.js";
+
+export type { Limits };
 
 /**
  * Everything the service reads from its environment, read once at start-up.
@@ -17,16 +20,6 @@ export interface Config {
   operatorKey: string | undefined;
   logLevel: string;
   limits: Limits;
-}
-
-/** DESIGN §9 limits; all configurable, these are the defaults. */
-export interface Limits {
-  intentBodyBytes: number;
-  requestBodyBytes: number;
-  requestedAtSkewSeconds: number;
-  sandboxPerAddressPerHour: number;
-  sandboxPerEmailPerDay: number;
-  sandboxMaxOrgs: number;
 }
 
 function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {

@@ -1,4 +1,5 @@
 import { createDatabase } from "../storage/postgres/database.js";
+import { PostgresEvidenceStore } from "../storage/postgres/evidence.js";
 import { EvidenceLog } from "../domain/evidence-log.js";
 import { CliError, EXIT_OK, type CliCommand } from "./command.js";
 
@@ -21,7 +22,7 @@ export const evidenceKeyCommand: CliCommand = {
     if (!url) throw new CliError("DATABASE_URL is not set");
     const db = createDatabase(url, 2);
     try {
-      const log = await EvidenceLog.open(db);
+      const log = await EvidenceLog.open(new PostgresEvidenceStore(db));
       const kid = await log.rotateKey();
       io.out(`active evidence key: ${kid}`);
       return EXIT_OK;

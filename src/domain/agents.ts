@@ -1,8 +1,5 @@
-import type pg from "pg";
-import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation } from "../storage/postgres/database.js";
-import { agentStore, type AgentRow, type AgentState } from "../storage/postgres/agents.js";
-import { principalStore } from "../storage/postgres/principals.js";
+import type { AgentRow, AgentState, AgentStore } from "../storage/agents.js";
+import { CollisionError, NotFoundError } from "../storage/errors.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import type { EvidenceLog } from "./evidence-log.js";
@@ -13,7 +10,7 @@ import { parseInstant } from "../base/instants.js";
 import { parseJsonObject } from "../base/text.js";
 
 /** The stored shapes this module hands to services. */
-export type { AgentRow } from "../storage/postgres/agents.js";
+export type { AgentRow, AgentState } from "../storage/agents.js";
 
 /** Lifecycle operations and the states each may start from (spec "Agent transitions"). */
 export const TRANSITIONS = {
@@ -55,14 +52,14 @@ function checkLabel(errors: FieldError[], field: string, value: string | undefin
 /** Agents: registration, lifecycle, key rotation, labels and heartbeats; every change leaves evidence. */
 export class Agents {
   constructor(
-    private readonly db: Database,
+    private readonly agents: AgentStore,
     private readonly evidence: EvidenceLog,
     private readonly signatures: AgentSignatures,
     private readonly onStateChange: AgentStateListener = async () => undefined,
   ) {}
 
-  private async mustGet(q: pg.PoolClient | Database["pool"], caller: OrgCaller, agentId: string): Promise<AgentRow> {
-    const row = await agentStore.get(q, caller.organizationId, agentId);
+  private async mustGet(caller: OrgCaller, agentId: string): Promise<AgentRow> {
+    const row = await this.agents.get(caller.organizationId, agentId);
     if (!row) throw notFound("Agent");
     return row;
   }
@@ -89,57 +86,55 @@ export class Agents {
     if (errors.length) throw validationFailed(errors);
 
     for (let attempt = 0; attempt < 3; attempt++) {
-      const existing = await agentStore.certificateByKey(this.db.pool, input.publicKey);
+      const existing = await this.agents.certificateByKey(input.publicKey);
       if (existing) {
         if (existing.organization_id !== caller.organizationId || existing.state === "replaced") {
           throw new MandateError("already_exists", "This public key is already registered to another identity.");
         }
-        return { agent: await this.mustGet(this.db.pool, caller, existing.agent_id), created: false };
+        return { agent: await this.mustGet(caller, existing.agent_id), created: false };
       }
+      const agentId = newId("agt");
+      const certificateId = newId("crt");
+      const owner = input.owner ?? "";
+      const businessUnit = input.businessUnit ?? "";
+      const environment = input.environment ?? "";
       try {
-        const agent = await this.db.transaction(async (tx) => {
-          const principal = await principalStore.get(tx, caller.organizationId, input.actingForPrincipalId);
-          if (!principal) {
-            throw validationFailed([{ field: "acting_for_principal_id", code: "unknown_principal", message: "no such principal in this organization" }]);
-          }
-          const agentId = newId("agt");
-          const certificateId = newId("crt");
-          await agentStore.insert(tx, {
+        const agent = await this.agents.register(
+          {
             agent_id: agentId,
             certificate_id: certificateId,
             organization_id: caller.organizationId,
             name,
-            acting_for_principal_id: principal.principal_id,
+            acting_for_principal_id: input.actingForPrincipalId,
             public_key: input.publicKey,
-            owner: input.owner ?? "",
-            business_unit: input.businessUnit ?? "",
-            environment: input.environment ?? "",
-          });
-          const row = (await agentStore.get(tx, caller.organizationId, agentId))!;
-          await this.evidence.append(tx, [
-            {
-              organizationId: caller.organizationId,
-              kind: "agent.registered",
-              subjectId: agentId,
-              payload: {
-                agent_id: agentId,
-                certificate_id: certificateId,
-                name,
-                acting_for_principal_id: principal.principal_id,
-                public_key: input.publicKey,
-                owner: row.owner,
-                business_unit: row.business_unit,
-                environment: row.environment,
-                by: caller.identity,
-              },
+            owner,
+            business_unit: businessUnit,
+            environment,
+          },
+          {
+            organizationId: caller.organizationId,
+            kind: "agent.registered",
+            subjectId: agentId,
+            payload: {
+              agent_id: agentId,
+              certificate_id: certificateId,
+              name,
+              acting_for_principal_id: input.actingForPrincipalId,
+              public_key: input.publicKey,
+              owner,
+              business_unit: businessUnit,
+              environment,
+              by: caller.identity,
             },
-          ]);
-          return row;
-        });
+          },
+        );
         return { agent, created: true };
       } catch (err) {
+        if (err instanceof NotFoundError) {
+          throw validationFailed([{ field: "acting_for_principal_id", code: "unknown_principal", message: "no such principal in this organization" }]);
+        }
         // A concurrent registration of the same key won the insert: answer as it did.
-        if (isUniqueViolation(err)) continue;
+        if (err instanceof CollisionError) continue;
         throw err;
       }
     }
@@ -148,13 +143,13 @@ export class Agents {
 
   /** One agent of the caller's organization. */
   get(caller: OrgCaller, agentId: string): Promise<AgentRow> {
-    return this.mustGet(this.db.pool, caller, agentId);
+    return this.mustGet(caller, agentId);
   }
 
   /** A page of agents and the next page token. */
   async list(caller: OrgCaller, size: number, token: string): Promise<{ rows: AgentRow[]; next: string }> {
     const limit = pageSize(size);
-    const rows = await agentStore.list(this.db.pool, caller.organizationId, decodeCursor(token), limit + 1);
+    const rows = await this.agents.list(caller.organizationId, decodeCursor(token), limit + 1);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return { rows: page, next: rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.agent_id }) : "" };
@@ -167,23 +162,27 @@ export class Agents {
   async transition(caller: OrgCaller, agentId: string, op: Transition, reason: string): Promise<AgentRow> {
     if (reason.length > 2000) throw validationFailed([{ field: "reason", code: "too_long", message: "at most 2000 characters" }]);
     const { from, to, evidence } = TRANSITIONS[op];
-    const agent = await this.db.transaction(async (tx) => {
-      const previous = await agentStore.transition(tx, caller.organizationId, agentId, from, to);
-      if (previous === null) {
-        const current = await this.mustGet(tx, caller, agentId);
-        throw new MandateError("invalid_transition", `Cannot ${op} an agent that is ${current.state}.`);
-      }
-      if (to === "revoked") await agentStore.revokeCertificates(tx, agentId);
-      await this.evidence.append(tx, [
-        {
-          organizationId: caller.organizationId,
-          kind: evidence,
-          subjectId: agentId,
-          payload: { agent_id: agentId, operation: op, from: previous, to, reason, by: caller.identity },
-        },
-      ]);
-      return this.mustGet(tx, caller, agentId);
-    });
+    let agent: AgentRow;
+    try {
+      agent = await this.agents.transition(caller.organizationId, agentId, (current) => {
+        if (!(from as readonly AgentState[]).includes(current.state)) {
+          throw new MandateError("invalid_transition", `Cannot ${op} an agent that is ${current.state}.`);
+        }
+        return {
+          state: to,
+          revokeCertificates: to === "revoked",
+          evidence: {
+            organizationId: caller.organizationId,
+            kind: evidence,
+            subjectId: agentId,
+            payload: { agent_id: agentId, operation: op, from: current.state, to, reason, by: caller.identity },
+          },
+        };
+      });
+    } catch (err) {
+      if (err instanceof NotFoundError) throw notFound("Agent");
+      throw err;
+    }
     await this.onStateChange({ agentId, organizationId: caller.organizationId, state: agent.state });
     return agent;
   }
@@ -192,26 +191,25 @@ export class Agents {
   async rotateKey(caller: OrgCaller, agentId: string, publicKey: string): Promise<AgentRow> {
     parsePublicKey(publicKey);
     try {
-      return await this.db.transaction(async (tx) => {
-        const agent = await agentStore.lock(tx, caller.organizationId, agentId);
-        if (!agent) throw notFound("Agent");
+      return await this.agents.rotateKey(caller.organizationId, agentId, (agent) => {
         if (agent.state === "revoked" || agent.state === "retired") {
           throw new MandateError("invalid_transition", `Cannot rotate the key of an agent that is ${agent.state}.`);
         }
         const certificateId = newId("crt");
-        await agentStore.rotate(tx, agentId, caller.organizationId, certificateId, publicKey);
-        await this.evidence.append(tx, [
-          {
+        return {
+          certificateId,
+          publicKey,
+          evidence: {
             organizationId: caller.organizationId,
             kind: "agent.key_rotated",
             subjectId: agentId,
             payload: { agent_id: agentId, previous_certificate_id: agent.certificate_id, certificate_id: certificateId, public_key: publicKey, by: caller.identity },
           },
-        ]);
-        return (await agentStore.get(tx, caller.organizationId, agentId))!;
+        };
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw new MandateError("already_exists", "This public key is already registered to an identity.");
+      if (err instanceof NotFoundError) throw notFound("Agent");
+      if (err instanceof CollisionError) throw new MandateError("already_exists", "This public key is already registered to an identity.");
       throw err;
     }
   }
@@ -226,27 +224,29 @@ export class Agents {
     checkLabel(errors, "business_unit", changes.businessUnit);
     checkLabel(errors, "environment", changes.environment);
     if (errors.length) throw validationFailed(errors);
-    return this.db.transaction(async (tx) => {
-      const agent = await agentStore.lock(tx, caller.organizationId, agentId);
-      if (!agent) throw notFound("Agent");
-      const before = { owner: agent.owner, business_unit: agent.business_unit, environment: agent.environment };
-      const after = {
-        owner: changes.owner ?? agent.owner,
-        business_unit: changes.businessUnit ?? agent.business_unit,
-        environment: changes.environment ?? agent.environment,
-      };
-      if (JSON.stringify(before) === JSON.stringify(after)) return agent;
-      await agentStore.setLabels(tx, agentId, after);
-      await this.evidence.append(tx, [
-        {
-          organizationId: caller.organizationId,
-          kind: before.owner !== after.owner ? "agent.ownership_transferred" : "agent.labels_changed",
-          subjectId: agentId,
-          payload: { agent_id: agentId, before, after, acting_for_principal_id: agent.acting_for_principal_id, by: caller.identity },
-        },
-      ]);
-      return (await agentStore.get(tx, caller.organizationId, agentId))!;
-    });
+    try {
+      return await this.agents.relabel(caller.organizationId, agentId, (agent) => {
+        const before = { owner: agent.owner, business_unit: agent.business_unit, environment: agent.environment };
+        const after = {
+          owner: changes.owner ?? agent.owner,
+          business_unit: changes.businessUnit ?? agent.business_unit,
+          environment: changes.environment ?? agent.environment,
+        };
+        if (JSON.stringify(before) === JSON.stringify(after)) return null;
+        return {
+          labels: after,
+          evidence: {
+            organizationId: caller.organizationId,
+            kind: before.owner !== after.owner ? "agent.ownership_transferred" : "agent.labels_changed",
+            subjectId: agentId,
+            payload: { agent_id: agentId, before, after, acting_for_principal_id: agent.acting_for_principal_id, by: caller.identity },
+          },
+        };
+      });
+    } catch (err) {
+      if (err instanceof NotFoundError) throw notFound("Agent");
+      throw err;
+    }
   }
 
   /** Accepts an agent-signed heartbeat `{agent_id, sent_at, nonce}` while the agent is active. */
@@ -262,9 +262,9 @@ export class Agents {
     if (!sent) errors.push({ field: "sent_at", code: "invalid_format", message: "expected an RFC 3339 timestamp" });
     else if (Math.abs(Date.now() - sent.getTime()) > skewSeconds * 1000) throw new MandateError("request_expired", `sent_at must be within ${skewSeconds} s of server time.`);
     if (errors.length) throw validationFailed(errors);
-    const at = await agentStore.heartbeat(this.db.pool, cert.agent_id, sent!);
+    const at = await this.agents.heartbeat(cert.agent_id, sent!);
     if (!at) {
-      if ((await agentStore.state(this.db.pool, cert.agent_id)) !== "active") throw new MandateError("agent_not_active", "The agent is not active.");
+      if ((await this.agents.state(cert.agent_id)) !== "active") throw new MandateError("agent_not_active", "The agent is not active.");
       throw new MandateError("nonce_reused", "A heartbeat must be sent after the last accepted one; this one is a replay or out of order.");
     }
     return { agentId: cert.agent_id, state: "active", at };
@@ -272,7 +272,7 @@ export class Agents {
 
   /** The agent's signed audit records, oldest first. */
   async auditRecords(caller: OrgCaller, agentId: string) {
-    await this.mustGet(this.db.pool, caller, agentId);
+    await this.mustGet(caller, agentId);
     return this.evidence.bySubject(caller.organizationId, agentId);
   }
 }

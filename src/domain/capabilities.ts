@@ -1,36 +1,22 @@
 import { hash } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
-import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation, type OrganizationKey } from "../storage/postgres/database.js";
-import { capabilityStore, type CapabilityRow, type ConsumeRefusal } from "../storage/postgres/capabilities.js";
-import { decisionStore, type DecisionRow } from "../storage/postgres/decisions.js";
+import type { CapabilityRow, CapabilityStore, ConsumeRefusal, NewCapability } from "../storage/capabilities.js";
+import type { CapabilityMirror } from "../storage/capability-mirror.js";
+import type { DecisionRow, DecisionStore } from "../storage/decisions.js";
+import type { OrganizationKey } from "../storage/keys.js";
+import type { Ledger } from "../storage/ledger.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
-import type { EvidenceEntry, EvidenceLog } from "./evidence-log.js";
-import type { CapabilityMirror } from "../storage/redis/capability-mirror.js";
+import type { EvidenceLog } from "./evidence-log.js";
 import { BatchedReads } from "./batched-reads.js";
-import { commitAcrossOrganizations, GroupCommit } from "./group-commit.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 
 /** The stored shapes this module hands to services. */
-export type { CapabilityRow } from "../storage/postgres/capabilities.js";
+export type { CapabilityRow } from "../storage/capabilities.js";
 
 const ISSUER = "mandate";
-
-/** One issued capability waiting for the group commit, with its evidence. */
-interface IssueItem {
-  row: CapabilityRow;
-  entry: EvidenceEntry;
-}
-
-/** One consume waiting for its organization's group commit. */
-interface ConsumeItem {
-  row: CapabilityRow;
-  by: string;
-  consumed: CapabilityRow | null;
-}
 
 /** The error for a consume Postgres refused, in DESIGN §7 order. */
 function refusalError(why: ConsumeRefusal): MandateError {
@@ -39,16 +25,6 @@ function refusalError(why: ConsumeRefusal): MandateError {
     return new MandateError("capability_dependency_inactive", "The agent, organization or integration this Capability depends on is no longer active.");
   }
   return new MandateError("capability_consumed", "The Capability was already used.");
-}
-
-/** The evidence of one consume. */
-function consumedEntry(row: CapabilityRow, by: string, consumedAt: Date): EvidenceEntry {
-  return {
-    organizationId: row.organization_id,
-    kind: "capability.consumed",
-    subjectId: row.capability_id,
-    payload: { capability_id: row.capability_id, decision_id: row.decision_id, audience: row.audience, by, consumed_at: consumedAt.toISOString() },
-  };
 }
 
 /** What an enforcement point presents at verification. */
@@ -77,21 +53,21 @@ function constraintsDigest(constraints: Record<string, string>): string {
  * the capability depends on in the same atomic step.
  */
 export class Capabilities {
-  private readonly issues = new GroupCommit<IssueItem>((batch) => this.commitIssues(batch));
-  private readonly consumes = new GroupCommit<ConsumeItem>((batch) => this.commitConsumes(batch));
   /** Concurrent verifications read their capability rows in one query. */
   private readonly rows: BatchedReads<OrganizationKey, CapabilityRow | null>;
   /** Concurrent issues read their decisions in one query. */
   private readonly decisions: BatchedReads<OrganizationKey, DecisionRow | null>;
 
   constructor(
-    private readonly db: Database,
+    private readonly capabilities: CapabilityStore,
+    decisions: DecisionStore,
+    private readonly ledger: Ledger,
     private readonly evidence: EvidenceLog,
     private readonly mirror: CapabilityMirror | null,
     private readonly log: (err: unknown) => void = () => undefined,
   ) {
-    this.rows = new BatchedReads((keys) => capabilityStore.getMany(db.pool, keys));
-    this.decisions = new BatchedReads((keys) => decisionStore.getMany(db.pool, keys));
+    this.rows = new BatchedReads((keys) => capabilities.getMany(keys));
+    this.decisions = new BatchedReads((keys) => decisions.getMany(keys));
   }
 
   /**
@@ -115,7 +91,7 @@ export class Capabilities {
     try {
       let verdict = await this.mirror.consume(ref);
       if (verdict === "MISS" || verdict === "INACTIVE") {
-        const states = await capabilityStore.liveStates(this.db.pool, row.capability_id);
+        const states = await this.capabilities.dependencies(row.capability_id);
         await this.mirror.restore(ref, { ...states, integration: states.integration ?? undefined });
         verdict = await this.mirror.consume(ref);
       }
@@ -136,7 +112,7 @@ export class Capabilities {
     const intent = d.intent;
     const constraints: Record<string, string> = {};
     let resource = typeof intent.resource === "string" ? intent.resource : "";
-    const contract = d.integration_id && d.contract_version ? await capabilityStore.contractBindings(this.db.pool, d.integration_id, d.contract_version) : null;
+    const contract = d.integration_id && d.contract_version ? await this.capabilities.contractBindings(d.integration_id, d.contract_version) : null;
     if (contract) {
       for (const [key, path] of Object.entries(contract.context_bindings)) {
         const v = valueAt(intent, path);
@@ -180,7 +156,7 @@ export class Capabilities {
     const { resource, constraints } = await this.boundConstraints(d);
     const issuedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
     const expiresAt = new Date(issuedAt.getTime() + ttl * 1000);
-    const row: CapabilityRow = {
+    const row: NewCapability = {
       capability_id: newId("cap"),
       organization_id: caller.organizationId,
       decision_id: decisionId,
@@ -193,8 +169,6 @@ export class Capabilities {
       constraints,
       issued_at: issuedAt,
       expires_at: expiresAt,
-      consumed_at: null,
-      consumed_by: null,
       token_digest: null,
     };
     const token = await new SignJWT({
@@ -212,62 +186,22 @@ export class Capabilities {
       .setExpirationTime(expiresAt)
       .sign(signingKey.key);
     row.token_digest = tokenDigest(token);
-    const entry: EvidenceEntry = {
-      organizationId: caller.organizationId,
-      kind: "capability.issued",
-      subjectId: row.capability_id,
-      payload: {
-        capability_id: row.capability_id,
-        decision_id: decisionId,
-        from_review: fromReview,
-        audience: row.audience,
-        issued_by: row.issued_by,
-        by: caller.identity,
-        action: row.action,
-        resource,
-        constraints,
-        expires_at: expiresAt.toISOString(),
-      },
+    const payload = {
+      capability_id: row.capability_id,
+      decision_id: decisionId,
+      from_review: fromReview,
+      audience: row.audience,
+      issued_by: row.issued_by,
+      by: caller.identity,
+      action: row.action,
+      resource,
+      constraints,
+      expires_at: expiresAt.toISOString(),
     };
-    try {
-      // Issues of every organization group together, as consumes: each group commits in one statement.
-      await this.issues.submit({ row, entry });
-    } catch (err) {
-      if (isUniqueViolation(err)) {
-        throw new MandateError("capability_already_issued", "This decision already had its one Capability; no other is ever issued.");
-      }
-      throw err;
-    }
-    return { token, row };
-  }
-
-  /**
-   * Commits a group of issued capabilities, of any organizations: one statement for the whole
-   * group when every chain head is where this process left it, else (another writer moved a
-   * head) a second try on the current head, then a transaction under the organization's chain
-   * lock. A decision issued twice fails its statement with a unique violation; GroupCommit then
-   * commits each item alone, so only that one is refused.
-   */
-  private commitIssues(batch: readonly IssueItem[]): Promise<Map<IssueItem, unknown>> {
-    return commitAcrossOrganizations(batch, new Set(), {
-      organizationOf: (i) => i.row.organization_id,
-      checked: async (items) => {
-        const { written } = await this.evidence.appendCheckedAcross(
-          items.map((i) => i.entry),
-          new Date(),
-          (moves, records) => capabilityStore.insertWithEvidence(this.db.pool, moves, records, items.map((i) => i.row)),
-        );
-        return items.filter((i) => !written.has(i.row.organization_id));
-      },
-      locking: async (items) => {
-        await this.db.transaction(async (tx) => {
-          // The chain lock first, as the statement takes it, so the two paths never deadlock.
-          await this.evidence.append(tx, items.map((i) => i.entry));
-          await capabilityStore.insertMany(tx, items.map((i) => i.row));
-        });
-        return new Map();
-      },
-    });
+    // Issues of every organization group together, as consumes: each group commits in one statement.
+    const issued = await this.ledger.issueCapability(row, payload);
+    if ("refused" in issued) throw new MandateError("capability_already_issued", "This decision already had its one Capability; no other is ever issued.");
+    return { token, row: { ...row, consumed_at: null, consumed_by: null } };
   }
 
   /**
@@ -346,74 +280,15 @@ export class Capabilities {
    * committed with every organization's other concurrent consumes.
    */
   private async consumeInPostgres(caller: OrgCaller, row: CapabilityRow): Promise<CapabilityRow> {
-    const item: ConsumeItem = { row, by: caller.identity, consumed: null };
     // Consumes of every organization group together: each group commits in one statement, however many it spans.
-    await this.consumes.submit(item);
-    return item.consumed!;
-  }
-
-  /**
-   * Commits a group of consumes, of any organizations. The usual case is one statement for
-   * the whole group and no prior lock (EvidenceLog.appendCheckedAcross: each organization's
-   * chain head is checked and its rows locked and checked in the same statement). An
-   * organization whose head another writer moved gets a second try on its current head; one
-   * with a refusal, or a group with a twin, takes the locking path, which sorts out every item.
-   */
-  private commitConsumes(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, unknown>> {
-    const twins = new Set(batch.map((i) => i.row.capability_id)).size !== batch.length;
-    return commitAcrossOrganizations(batch, new Set(twins ? batch : []), {
-      organizationOf: (i) => i.row.organization_id,
-      checked: (items) => this.commitConsumesChecked(items),
-      locking: (items) => this.commitConsumesLocking(items),
-    });
-  }
-
-  /** One statement for every organization in `batch`; returns the items of the organizations it did not write. */
-  private async commitConsumesChecked(batch: readonly ConsumeItem[]): Promise<ConsumeItem[]> {
-    const consumedAt = new Date();
-    let rows: { capability_id: string; organization_id: string }[] = [];
-    const { written } = await this.evidence.appendCheckedAcross(
-      batch.map((i) => consumedEntry(i.row, i.by, consumedAt)),
-      consumedAt,
-      async (moves, records) => {
-        const ids = batch.map((i) => i.row.capability_id);
-        rows = await capabilityStore.consumeWithEvidence(this.db.pool, moves, records, ids, batch.map((i) => i.by), batch.map((i) => i.row.organization_id), consumedAt);
-        return new Set(rows.map((r) => r.organization_id));
-      },
-    );
-    const consumed = new Set(rows.map((r) => r.capability_id));
-    // The rows as read before, with what the statement set (it returns only the ids, not rows to parse again).
-    for (const item of batch) item.consumed = consumed.has(item.row.capability_id) ? { ...item.row, consumed_at: consumedAt, consumed_by: item.by } : null;
-    return batch.filter((i) => !written.has(i.row.organization_id));
-  }
-
-  private async commitConsumesLocking(batch: readonly ConsumeItem[]): Promise<Map<ConsumeItem, MandateError>> {
-    const refused = new Map<ConsumeItem, MandateError>();
-    await this.db.transaction(async (tx) => {
-      // Postgres is the durable arbiter: it refuses a second consume even if Redis lost its marker.
-      const rows = await capabilityStore.consume(tx, batch.map((i) => i.row.capability_id), batch.map((i) => i.by));
-      const consumed = new Map(rows.map((r) => [r.capability_id, r]));
-      const done: ConsumeItem[] = [];
-      for (const item of batch) {
-        const row = consumed.get(item.row.capability_id);
-        // The first item of a capability takes the consume; a twin in the same group is a replay.
-        if (row) {
-          consumed.delete(item.row.capability_id);
-          item.consumed = row;
-          done.push(item);
-        } else refused.set(item, refusalError(await capabilityStore.refusal(tx, item.row.capability_id)));
-      }
-      await this.evidence.append(
-        tx,
-        done.map(({ row, by, consumed }) => consumedEntry(row, by, consumed!.consumed_at!)),
-      );
-    });
-    return refused;
+    const result = await this.ledger.consumeCapability(row, caller.identity);
+    if ("refused" in result) throw refusalError(result.refused);
+    return result.consumed;
   }
 
   /** A capability's state and timestamps; never its token. */
   async get(caller: OrgCaller, capabilityId: string): Promise<CapabilityRow> {
-    const row = await capabilityStore.get(this.db.pool, caller.organizationId, capabilityId);
+    const row = await this.capabilities.get(caller.organizationId, capabilityId);
     if (!row) throw notFound("Capability");
     return row;
   }

@@ -1,6 +1,5 @@
 import { timingSafeEqual } from "node:crypto";
-import type { Database } from "../storage/postgres/database.js";
-import { organizationStore, type ApiKeyRow } from "../storage/postgres/organizations.js";
+import type { ApiKeyRow, OrganizationStore } from "../storage/organizations.js";
 import { BatchedReads } from "./batched-reads.js";
 import { PERMISSIONS, type OrgCaller } from "../base/caller.js";
 import { MandateError } from "../base/errors.js";
@@ -14,10 +13,10 @@ export class Credentials {
   private readonly liveKeys: BatchedReads<Buffer, ApiKeyRow | null>;
 
   constructor(
-    private readonly db: Database,
+    private readonly organizations: OrganizationStore,
     private readonly operatorKey: string | undefined,
   ) {
-    this.liveKeys = new BatchedReads((hashes) => organizationStore.findLiveKeys(db.pool, hashes));
+    this.liveKeys = new BatchedReads((hashes) => organizations.liveKeys(hashes));
   }
 
   /** A live API key's caller; 401 `unknown_key` for unknown or revoked keys. */
@@ -43,7 +42,7 @@ export class Credentials {
 
   /** The operator acting for a named organization; 404 when it does not exist. */
   async operatorFor(organizationId: string, clientAddress: string): Promise<OrgCaller> {
-    const org = await organizationStore.get(this.db.pool, organizationId);
+    const org = await this.organizations.get(organizationId);
     if (!org) throw new MandateError("not_found", "Organization not found.");
     return { kind: "operator", organizationId, identity: "operator", permissions: ALL, clientAddress };
   }

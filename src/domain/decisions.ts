@@ -1,19 +1,17 @@
-import type { Database } from "../storage/postgres/database.js";
-import { decisionStore, type DecisionRow, type ReviewEntry } from "../storage/postgres/decisions.js";
 import type { Caller, OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed } from "../base/errors.js";
-import type { EvidenceLog } from "./evidence-log.js";
 import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
+import type { DecisionRow, DecisionStore, ReviewChange, ReviewEntry } from "../storage/decisions.js";
+import { NotFoundError } from "../storage/errors.js";
 import { AgentSignatures } from "./signatures.js";
 
 /** The stored shapes this module hands to services. */
-export type { DecisionRow, ReviewEntry } from "../storage/postgres/decisions.js";
+export type { DecisionRow, ReviewEntry } from "../storage/decisions.js";
 
 /** Decisions: reads (by keys or by the deciding agent) and human review. */
 export class Decisions {
   constructor(
-    private readonly db: Database,
-    private readonly evidence: EvidenceLog,
+    private readonly decisions: DecisionStore,
     private readonly signatures: AgentSignatures,
     private readonly skewSeconds: number,
   ) {}
@@ -31,13 +29,13 @@ export class Decisions {
       if (Number.isNaN(at) || Math.abs(Date.now() - at) > this.skewSeconds * 1000) {
         throw new MandateError("request_expired", `X-Service-Timestamp must be within ${this.skewSeconds} s of server time.`);
       }
-      const row = await decisionStore.get(this.db.pool, cert.organization_id, decisionId);
+      const row = await this.decisions.get(cert.organization_id, decisionId);
       if (!row || row.agent_id !== cert.agent_id) throw notFound("Decision");
       return row;
     }
     if (caller.kind !== "key" && caller.kind !== "operator") throw new MandateError("missing_credentials", "Credentials are required.");
     if (!caller.permissions.has("DECISION_READ")) throw new MandateError("permission_denied", "This operation needs the DECISION_READ permission.");
-    const row = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    const row = await this.decisions.get(caller.organizationId, decisionId);
     if (!row) throw notFound("Decision");
     return row;
   }
@@ -52,7 +50,7 @@ export class Decisions {
     const limit = pageSize(size);
     const cursor = decodeCursor(token);
     const before = cursor && { at: cursor.createdAt, id: cursor.id };
-    const rows = await decisionStore.list(this.db.pool, caller.organizationId, { ...filter, before, limit: limit + 1 });
+    const rows = await this.decisions.list(caller.organizationId, { ...filter, before, limit: limit + 1 });
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     const next = rows.length > limit && last ? encodeCursor({ createdAt: last.evaluated_at, id: last.decision_id }) : "";
@@ -68,9 +66,7 @@ export class Decisions {
     const note = reason.trim();
     if (!note) throw validationFailed([{ field: "reason", code: "required", message: "a reviewer's note is required" }]);
     if (note.length > 2000) throw validationFailed([{ field: "reason", code: "too_long", message: "at most 2000 characters" }]);
-    return this.db.transaction(async (tx) => {
-      const d = await decisionStore.get(tx, caller.organizationId, decisionId, true);
-      if (!d) throw notFound("Decision");
+    const step = (d: DecisionRow): ReviewChange => {
       if (d.outcome !== "HUMAN_REVIEW") throw new MandateError("invalid_transition", `A ${d.outcome} decision is final and has no review.`);
       if (d.status === "RESOLVED") throw new MandateError("review_already_resolved", "This review is already resolved.");
       const entry: ReviewEntry = { resolution, resolved_by: caller.identity, resolved_at: new Date().toISOString(), reason: note };
@@ -86,16 +82,21 @@ export class Decisions {
         if (approvals.length >= needed) final = entry;
       }
       const status = final ? "RESOLVED" : "PENDING";
-      await decisionStore.setReview(tx, decisionId, status, final, approvals);
-      await this.evidence.append(tx, [
-        {
-          organizationId: caller.organizationId,
+      return {
+        status,
+        resolution: final,
+        approvals,
+        evidence: {
           kind: final ? "decision.resolved" : "decision.approval_recorded",
-          subjectId: decisionId,
           payload: { decision_id: decisionId, resolution, reason: note, by: caller.identity, status, approvals_so_far: approvals.length },
         },
-      ]);
-      return { ...d, status, resolution: final, approvals };
-    });
+      };
+    };
+    try {
+      return await this.decisions.review(caller.organizationId, decisionId, step);
+    } catch (err) {
+      if (err instanceof NotFoundError) throw notFound("Decision");
+      throw err;
+    }
   }
 }

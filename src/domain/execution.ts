@@ -1,12 +1,10 @@
 import { hash } from "node:crypto";
-import type { Database } from "../storage/postgres/database.js";
-import { capabilityStore } from "../storage/postgres/capabilities.js";
-import { decisionStore } from "../storage/postgres/decisions.js";
-import { executionStore, type AdapterReportRow, type ReceiptRow, type ReconciliationRow } from "../storage/postgres/execution.js";
-import { integrationStore } from "../storage/postgres/integrations.js";
+import type { CapabilityStore } from "../storage/capabilities.js";
+import type { DecisionStore } from "../storage/decisions.js";
+import type { AdapterReportRow, ExecutionStore, ReceiptRow, ReconciliationRow } from "../storage/execution.js";
+import type { IntegrationStore } from "../storage/integrations.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
-import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { valueAt } from "./intents.js";
 import { parsePublicKey, signatureValid } from "./signatures.js";
@@ -14,7 +12,7 @@ import { parseInstant } from "../base/instants.js";
 import { parseJsonObject } from "../base/text.js";
 
 /** The stored shapes this module hands to services. */
-export type { ReconciliationRow } from "../storage/postgres/execution.js";
+export type { AdapterReportRow, ReceiptRow, ReconciliationRow } from "../storage/execution.js";
 
 type Json = Record<string, unknown>;
 
@@ -54,13 +52,15 @@ function timestamp(errors: FieldError[], d: Json, key: string): Date {
  */
 export class Execution {
   constructor(
-    private readonly db: Database,
-    private readonly evidence: EvidenceLog,
+    private readonly execution: ExecutionStore,
+    private readonly integrations: Pick<IntegrationStore, "adapter">,
+    private readonly decisions: Pick<DecisionStore, "get">,
+    private readonly capabilities: Pick<CapabilityStore, "get" | "byDecision" | "contractBindings">,
   ) {}
 
   /** The adapter or destination identity that signed `bytes`; 401 for anything else (an agent's key included). */
   private async reporter(keyId: string, signature: string, bytes: Uint8Array, role?: "adapter") {
-    const adapter = keyId.length <= 64 ? await integrationStore.adapter(this.db.pool, keyId) : null;
+    const adapter = keyId.length <= 64 ? await this.integrations.adapter(keyId) : null;
     if (!adapter || (role && adapter.role !== role)) throw new MandateError("unknown_key", "The signer is not a registered adapter or destination identity.");
     if (!signatureValid(parsePublicKey(adapter.public_key), signature, bytes)) throw new MandateError("signature_invalid", "The signature does not verify over the request body.");
     if (adapter.state !== "active") throw new MandateError("permission_denied", `The reporting identity is ${adapter.state}.`);
@@ -79,13 +79,13 @@ export class Execution {
     const executed = stringMap(errors, d, "executed_fields");
     const reportedAt = timestamp(errors, d, "reported_at");
     if (errors.length) throw validationFailed(errors);
-    const cap = await capabilityStore.get(this.db.pool, adapter.organization_id, capabilityId);
+    const cap = await this.capabilities.get(adapter.organization_id, capabilityId);
     // Another organization's capability, or one outside the reporter's integration, does not exist for it.
     if (!cap || cap.integration_id !== adapter.integration_id) throw notFound("Capability");
     if (!cap.consumed_at) throw new MandateError("invalid_transition", "The Capability was never consumed; nothing can have executed under it.");
     const bodySha = hash("sha256", bytes, "buffer");
-    return this.db.transaction(async (tx) => {
-      const { row, inserted } = await executionStore.insertReceipt(tx, {
+    const { row, inserted } = await this.execution.recordReceipt(
+      {
         organization_id: adapter.organization_id,
         receipt_id: receiptId,
         capability_id: capabilityId,
@@ -95,23 +95,16 @@ export class Execution {
         executed_fields: executed,
         reported_at: reportedAt,
         body_sha256: bodySha,
-        evidence_id: "",
-      });
-      if (!inserted) {
-        if (!row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This receipt_id was already used for a different receipt.");
-        return row;
-      }
-      const [record] = await this.evidence.append(tx, [
-        {
-          organizationId: adapter.organization_id,
-          kind: "receipt.received",
-          subjectId: cap.decision_id,
-          payload: { receipt_id: receiptId, capability_id: capabilityId, decision_id: cap.decision_id, reported_by: adapter.adapter_id, role: adapter.role, status: status as string, executed_fields: executed, reported_at: reportedAt.toISOString(), receipt_sha256: bodySha.toString("hex") },
-        },
-      ]);
-      await executionStore.setEvidence(tx, "execution_receipts", adapter.organization_id, receiptId, record!.evidence_id);
-      return { ...row, evidence_id: record!.evidence_id };
-    });
+      },
+      {
+        organizationId: adapter.organization_id,
+        kind: "receipt.received",
+        subjectId: cap.decision_id,
+        payload: { receipt_id: receiptId, capability_id: capabilityId, decision_id: cap.decision_id, reported_by: adapter.adapter_id, role: adapter.role, status: status as string, executed_fields: executed, reported_at: reportedAt.toISOString(), receipt_sha256: bodySha.toString("hex") },
+      },
+    );
+    if (!inserted && !row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This receipt_id was already used for a different receipt.");
+    return row;
   }
 
   /** Records an adapter's independent report of an attempted operation, compared with the Intent on the contract's declared fields. */
@@ -124,9 +117,9 @@ export class Execution {
     const operation = stringMap(errors, d, "operation");
     timestamp(errors, d, "reported_at");
     if (errors.length) throw validationFailed(errors);
-    const decision = await decisionStore.get(this.db.pool, adapter.organization_id, decisionId);
+    const decision = await this.decisions.get(adapter.organization_id, decisionId);
     if (!decision || decision.integration_id !== adapter.integration_id || !decision.contract_version) throw notFound("Decision");
-    const contract = (await capabilityStore.contractBindings(this.db.pool, adapter.integration_id, decision.contract_version))!;
+    const contract = (await this.capabilities.contractBindings(adapter.integration_id, decision.contract_version))!;
     const declared: Record<string, string> = { ...contract.context_bindings, resource: contract.resource_path };
     const differing = Object.entries(declared)
       .filter(([field, path]) => {
@@ -135,33 +128,27 @@ export class Execution {
       })
       .map(([field]) => field);
     const bodySha = hash("sha256", bytes, "buffer");
-    return this.db.transaction(async (tx) => {
-      const { row, inserted } = await executionStore.insertReport(tx, {
+    const comparison = differing.length ? "MISMATCHED" : "MATCHED";
+    const { row, inserted } = await this.execution.recordAdapterReport(
+      {
         organization_id: adapter.organization_id,
         report_id: reportId,
         decision_id: decisionId,
         adapter_id: adapter.adapter_id,
         operation,
-        comparison: differing.length ? "MISMATCHED" : "MATCHED",
+        comparison,
         differing_fields: differing,
         body_sha256: bodySha,
-        evidence_id: "",
-      });
-      if (!inserted) {
-        if (!row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This report_id was already used for a different report.");
-        return row;
-      }
-      const [record] = await this.evidence.append(tx, [
-        {
-          organizationId: adapter.organization_id,
-          kind: "adapter.report_received",
-          subjectId: decisionId,
-          payload: { report_id: reportId, decision_id: decisionId, adapter_id: adapter.adapter_id, operation, comparison: row.comparison, differing_fields: differing },
-        },
-      ]);
-      await executionStore.setEvidence(tx, "adapter_reports", adapter.organization_id, reportId, record!.evidence_id);
-      return { ...row, evidence_id: record!.evidence_id };
-    });
+      },
+      {
+        organizationId: adapter.organization_id,
+        kind: "adapter.report_received",
+        subjectId: decisionId,
+        payload: { report_id: reportId, decision_id: decisionId, adapter_id: adapter.adapter_id, operation, comparison, differing_fields: differing },
+      },
+    );
+    if (!inserted && !row.body_sha256.equals(bodySha)) throw new MandateError("already_exists", "This report_id was already used for a different report.");
+    return row;
   }
 
   /**
@@ -170,10 +157,10 @@ export class Execution {
    * and nothing else happens: no failure label, no retry, no reissue.
    */
   async reconcile(caller: OrgCaller, decisionId: string): Promise<ReconciliationRow> {
-    const decision = await decisionStore.get(this.db.pool, caller.organizationId, decisionId);
+    const decision = await this.decisions.get(caller.organizationId, decisionId);
     if (!decision) throw notFound("Decision");
-    const cap = await capabilityStore.byDecision(this.db.pool, caller.organizationId, decisionId);
-    const receipts = await executionStore.receipts(this.db.pool, caller.organizationId, decisionId);
+    const cap = await this.capabilities.byDecision(caller.organizationId, decisionId);
+    const receipts = await this.execution.receipts(caller.organizationId, decisionId);
     const verdict = ((): Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> => {
       const none = { receipt_id: "", reported_by: "" };
       // Nothing was authorized to execute, or receipts disagree: no confident answer.
@@ -194,19 +181,15 @@ export class Execution {
       return { status: "MATCHED", ...ref };
     })();
     const reconciledAt = new Date();
-    return this.db.transaction(async (tx) => {
-      const [record] = await this.evidence.append(tx, [
-        {
-          organizationId: caller.organizationId,
-          kind: "reconciliation",
-          subjectId: decisionId,
-          payload: { decision_id: decisionId, status: verdict.status, receipt_id: verdict.receipt_id, reported_by: verdict.reported_by, receipts: receipts.map((r) => r.receipt_id), by: caller.identity, reconciled_at: reconciledAt.toISOString() },
-        },
-      ]);
-      const row: ReconciliationRow = { reconciliation_id: newId("rec"), organization_id: caller.organizationId, decision_id: decisionId, ...verdict, reconciled_at: reconciledAt, evidence_id: record!.evidence_id };
-      await executionStore.insertReconciliation(tx, row);
-      return row;
-    });
+    return this.execution.recordReconciliation(
+      { reconciliation_id: newId("rec"), organization_id: caller.organizationId, decision_id: decisionId, ...verdict, reconciled_at: reconciledAt },
+      {
+        organizationId: caller.organizationId,
+        kind: "reconciliation",
+        subjectId: decisionId,
+        payload: { decision_id: decisionId, status: verdict.status, receipt_id: verdict.receipt_id, reported_by: verdict.reported_by, receipts: receipts.map((r) => r.receipt_id), by: caller.identity, reconciled_at: reconciledAt.toISOString() },
+      },
+    );
   }
 
 }

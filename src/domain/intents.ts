@@ -1,15 +1,51 @@
 import { hash } from "node:crypto";
-import type { Limits } from "../config.js";
-import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation } from "../storage/postgres/database.js";
-import { decisionStore, type DecisionRow, type IntentContext, type IntentLookup } from "../storage/postgres/decisions.js";
+import type { Limits } from "./limits.js";
+import type { DecisionRow, DecisionStore, IntentContext, IntentLookup, NewDecision } from "../storage/decisions.js";
+import type { DecisionRecording, Ledger } from "../storage/ledger.js";
 import { BatchedReads } from "./batched-reads.js";
 import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
-import { StaleContext, type DecisionWriter } from "./decision-writer.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "../base/text.js";
 import type { Evaluation, Policies } from "./policies.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
+
+/**
+ * The decision was evaluated against a policy head or integration contract that has changed
+ * since: it is not recorded, and the Intent must be evaluated again (Intents does so).
+ */
+class StaleContext extends MandateError {
+  constructor() {
+    super("unavailable", "The organization's policy or integration contract changed while the Intent was evaluated; submit it again.");
+  }
+}
+
+/** A decision to record, without the evidence id the ledger assigns. */
+type DecisionDraft = Omit<NewDecision, "evidence_id">;
+
+/** The decision as recorded: `d` with its evidence id and no review yet. Built whole, member by member (see Intents.record). */
+function recordedDecision(d: DecisionDraft, evidenceId: string): DecisionRow {
+  return {
+    decision_id: d.decision_id,
+    organization_id: d.organization_id,
+    agent_id: d.agent_id,
+    nonce: d.nonce,
+    body_sha256: d.body_sha256,
+    intent: d.intent,
+    action: d.action,
+    outcome: d.outcome,
+    reason: d.reason,
+    status: d.status,
+    evidence_id: evidenceId,
+    policy_versions: d.policy_versions,
+    graph_version: d.graph_version,
+    bundle_digest: d.bundle_digest,
+    integration_id: d.integration_id,
+    contract_version: d.contract_version,
+    evaluated_at: d.evaluated_at,
+    resolution: null,
+    approvals: [],
+  };
+}
 
 /** A validated Intent document. */
 export interface Intent {
@@ -94,13 +130,13 @@ export class Intents {
   private readonly recent = new Map<string, { context: IntentContext; at: number }>();
 
   constructor(
-    private readonly db: Database,
-    private readonly writer: DecisionWriter,
+    private readonly decisions: DecisionStore,
+    private readonly ledger: Ledger,
     private readonly signatures: AgentSignatures,
     private readonly policies: Policies,
     private readonly limits: Limits,
   ) {
-    this.contexts = new BatchedReads((lookups) => decisionStore.intentContexts(db.pool, lookups));
+    this.contexts = new BatchedReads((lookups) => decisions.intentContexts(lookups));
   }
 
   /** Verifies, validates, evaluates and records one signed Intent; returns its decision (the original one on a replayed nonce). */
@@ -225,14 +261,50 @@ export class Intents {
     contractVersion: number | null,
   ): Promise<DecisionRow> {
     const evaluatedAt = new Date();
+    // Built whole, member by member: in this V8 an object spread followed by members its source
+    // lacks gets a hidden class (map) of its own per object, and maps live in the old generation
+    // (docs/performance.md, Garbage collection).
+    const decision = this.draft(newId("dec"), cert, intent, bodySha, evaluatedAt, evaluation, integrationId, contractVersion);
+    const payload = this.payload(cert, decision, bodySha, evaluation);
+    // A suspended agent's action is preserved and sent to review with no rule evaluated; if the
+    // agent is found suspended only at commit, that is what is recorded instead (built only then).
+    let suspended: DecisionDraft | null = null;
+    const ifSuspended = () => {
+      suspended = this.draft(decision.decision_id, cert, intent, bodySha, evaluatedAt, null, integrationId, contractVersion);
+      return { decision: suspended, payload: this.payload(cert, suspended, bodySha, null) };
+    };
+    const result: DecisionRecording = await this.ledger.recordDecision({
+      decision,
+      payload,
+      certificateId: cert.certificate_id,
+      ifSuspended: evaluation ? ifSuspended : null,
+    });
+    if ("recorded" in result) return recordedDecision(result.recorded === "decision" ? decision : suspended!, result.evidenceId);
+    if (result.refused === "signer_inactive") {
+      requireLiveSigner({ cert_state: result.certState, agent_state: result.agentState }, true);
+      throw new Error(`the ledger refused a signer in states ${result.certState}/${result.agentState}`);
+    }
+    if (result.refused === "stale_context") throw new StaleContext();
+    // The same nonce raced in concurrently: answer exactly as for a replay.
+    const prior = await this.decisions.byNonce(cert.agent_id, intent.nonce);
+    if (!prior) throw new Error("the ledger refused a nonce no decision holds");
+    return this.replay(prior, bodySha);
+  }
+
+  /** The decision of `evaluation`, or with none, a suspended agent's: HUMAN_REVIEW `agent_suspended`. */
+  private draft(
+    decisionId: string,
+    cert: SignerIdentity,
+    intent: Intent,
+    bodySha: Buffer,
+    evaluatedAt: Date,
+    evaluation: Evaluation | null,
+    integrationId: string | null,
+    contractVersion: number | null,
+  ): DecisionDraft {
     const outcome = evaluation?.outcome ?? "HUMAN_REVIEW";
-    // Built whole and answered as is. In this V8 an object spread followed by members its source
-    // lacks (`{ ...decision, resolution: null, approvals: [] }`, as the answer was made) gets a
-    // hidden class (map) of its own, one per Intent, and maps live in the old generation: each
-    // Intent left old-generation garbage behind. With the evaluation made the same way, /v1
-    // promoted 228-270 KB per young collection at 1,000 Intents/s; now 11 KB.
-    const decision: DecisionRow = {
-      decision_id: newId("dec"),
+    return {
+      decision_id: decisionId,
       organization_id: cert.organization_id,
       agent_id: cert.agent_id,
       nonce: intent.nonce,
@@ -240,44 +312,34 @@ export class Intents {
       intent: intent as unknown as Record<string, unknown>,
       action: intent.action,
       outcome,
-      // A suspended agent's action is preserved and sent to review with no rule evaluated.
       reason: evaluation?.reason ?? "agent_suspended",
       status: outcome === "HUMAN_REVIEW" ? "PENDING" : null,
-      evidence_id: "",
       policy_versions: evaluation?.policyVersions ?? {},
       graph_version: evaluation?.graphVersion ?? 0,
       bundle_digest: evaluation?.bundleDigest ?? "",
       integration_id: integrationId,
       contract_version: contractVersion,
       evaluated_at: evaluatedAt,
-      resolution: null,
-      approvals: [],
     };
-    try {
-      await this.writer.write(decision, cert.certificate_id, {
-        decision_id: decision.decision_id,
-        agent_id: cert.agent_id,
-        principal_id: cert.acting_for_principal_id,
-        certificate_id: cert.certificate_id,
-        intent: decision.intent,
-        intent_sha256: bodySha.toString("hex"),
-        outcome,
-        reason: decision.reason,
-        status: decision.status,
-        policy_versions: decision.policy_versions,
-        graph_version: decision.graph_version,
-        bundle_digest: decision.bundle_digest,
-        trace: (evaluation?.trace ?? []) as unknown[],
-        evaluated_at: evaluatedAt.toISOString(),
-      });
-      return decision;
-    } catch (err) {
-      // The same nonce raced in concurrently: answer exactly as for a replay.
-      if (isUniqueViolation(err)) {
-        const prior = await decisionStore.byNonce(this.db.pool, cert.agent_id, intent.nonce);
-        if (prior) return this.replay(prior, bodySha);
-      }
-      throw err;
-    }
+  }
+
+  /** The `decision` evidence payload of a draft. */
+  private payload(cert: SignerIdentity, d: DecisionDraft, bodySha: Buffer, evaluation: Evaluation | null): Record<string, unknown> {
+    return {
+      decision_id: d.decision_id,
+      agent_id: cert.agent_id,
+      principal_id: cert.acting_for_principal_id,
+      certificate_id: cert.certificate_id,
+      intent: d.intent,
+      intent_sha256: bodySha.toString("hex"),
+      outcome: d.outcome,
+      reason: d.reason,
+      status: d.status,
+      policy_versions: d.policy_versions,
+      graph_version: d.graph_version,
+      bundle_digest: d.bundle_digest,
+      trace: (evaluation?.trace ?? []) as unknown[],
+      evaluated_at: d.evaluated_at.toISOString(),
+    };
   }
 }

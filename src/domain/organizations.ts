@@ -1,23 +1,19 @@
 import { hash, randomBytes } from "node:crypto";
-import type pg from "pg";
-import type { Limits } from "../config.js";
-import type { Database } from "../storage/postgres/database.js";
-import { organizationStore, type ApiKeyRow, type OrganizationRow } from "../storage/postgres/organizations.js";
+import type { Limits } from "./limits.js";
+import { NotFoundError } from "../storage/errors.js";
+import type { ApiKeyRow, NewApiKey, NewOrganization, OrganizationRow, OrganizationStore, SandboxCounts } from "../storage/organizations.js";
+import type { InitialPolicy } from "../storage/policies.js";
 import { PERMISSIONS, type OrgCaller, type Permission } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
-import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 
 /** The stored shapes this module hands to services. */
-export type { ApiKeyRow, OrganizationRow } from "../storage/postgres/organizations.js";
+export type { ApiKeyRow, OrganizationRow } from "../storage/organizations.js";
 
 /** Hash under which a bearer secret is stored and looked up. */
 export function hashSecret(secret: string): Buffer {
   return hash("sha256", secret, "buffer");
 }
-
-/** Something that must happen inside the transaction that creates an organization (e.g. its starter policy). */
-export type OrganizationInitializer = (tx: pg.PoolClient, organizationId: string) => Promise<void>;
 
 /** A freshly created key, the only time its secret is visible. */
 export interface CreatedKey {
@@ -37,43 +33,33 @@ function requireName(name: string, field = "name"): void {
 /** Organizations and their API keys. */
 export class Organizations {
   constructor(
-    private readonly db: Database,
+    private readonly store: OrganizationStore,
     private readonly limits: Limits,
-    private readonly initialize: OrganizationInitializer,
-    private readonly evidence: EvidenceLog,
+    /** The policy every new organization starts with (installed in the transaction that creates it). */
+    private readonly initialPolicy: () => InitialPolicy,
     /** Told of each committed state change (the Redis mirror of the consume recheck). */
     private readonly stateChanged: (organizationId: string, state: OrganizationRow["state"]) => Promise<void> = async () => undefined,
   ) {}
 
-  private async insertKey(tx: pg.PoolClient, organizationId: string, name: string, permissions: readonly Permission[]): Promise<CreatedKey> {
+  /** A new key of the organization with a fresh secret: what to store, and the secret to show once. */
+  private static newKey(organizationId: string, name: string, permissions: readonly Permission[]): { key: NewApiKey; secret: string } {
     const secret = `mk_${randomBytes(32).toString("base64url")}`;
-    const row = await organizationStore.insertKey(tx, {
-      key_id: newId("key"),
-      organization_id: organizationId,
-      name,
-      secret_sha256: hashSecret(secret),
-      permissions,
-    });
-    return { row, secret };
+    return { key: { key_id: newId("key"), organization_id: organizationId, name, secret_sha256: hashSecret(secret), permissions }, secret };
   }
 
-  private async createWithin(
-    tx: pg.PoolClient,
-    name: string,
-    sandbox: boolean,
-    beforeKeys?: (organizationId: string) => Promise<void>,
-  ): Promise<{ org: OrganizationRow; key: CreatedKey }> {
-    const org = await organizationStore.insert(tx, { organization_id: newId("org"), name, sandbox });
-    await beforeKeys?.(org.organization_id);
-    await this.initialize(tx, org.organization_id);
-    const key = await this.insertKey(tx, org.organization_id, sandbox ? "sandbox" : "initial", PERMISSIONS);
-    return { org, key };
+  /** What creating an organization stores: the organization, its all-permission key, its first policy. */
+  private creation(name: string, sandbox: boolean): { org: NewOrganization; key: NewApiKey; secret: string; policy: InitialPolicy } {
+    const org = { organization_id: newId("org"), name, sandbox };
+    const { key, secret } = Organizations.newKey(org.organization_id, sandbox ? "sandbox" : "initial", PERMISSIONS);
+    return { org, key, secret, policy: this.initialPolicy() };
   }
 
   /** Creates an organization with an all-permission key and the starter policy. */
   async create(name: string): Promise<{ org: OrganizationRow; key: CreatedKey }> {
     requireName(name);
-    return this.db.transaction((tx) => this.createWithin(tx, name.trim(), false));
+    const c = this.creation(name.trim(), false);
+    const created = await this.store.create(c.org, c.key, c.policy);
+    return { org: created.org, key: { row: created.key, secret: c.secret } };
   }
 
   /**
@@ -85,32 +71,21 @@ export class Organizations {
     if (normalized.length > 254 || !EMAIL.test(normalized)) {
       throw validationFailed([{ field: "email", code: "invalid_format", message: "must be an email address" }]);
     }
-    return this.db.transaction((tx) =>
-      this.createWithin(tx, `Sandbox for ${normalized}`, true, async (organizationId) => {
-        const violated = await organizationStore.recordSandboxSignup(
-          tx,
-          { organization_id: organizationId, email: normalized, client_address: clientAddress },
-          {
-            perAddressPerHour: this.limits.sandboxPerAddressPerHour,
-            perEmailPerDay: this.limits.sandboxPerEmailPerDay,
-            maxOrgs: this.limits.sandboxMaxOrgs,
-          },
-        );
-        if (violated) {
-          const why = {
-            per_address: "Too many sandbox organizations from this address; try again later.",
-            per_email: "Too many sandbox organizations for this email today.",
-            total: "The sandbox is full.",
-          }[violated];
-          throw new MandateError("rate_limited", why);
-        }
-      }),
-    );
+    const c = this.creation(`Sandbox for ${normalized}`, true);
+    const admit = (counts: SandboxCounts) => {
+      let why: string | null = null;
+      if (counts.total >= this.limits.sandboxMaxOrgs) why = "The sandbox is full.";
+      else if (counts.byAddressLastHour >= this.limits.sandboxPerAddressPerHour) why = "Too many sandbox organizations from this address; try again later.";
+      else if (counts.byEmailLastDay >= this.limits.sandboxPerEmailPerDay) why = "Too many sandbox organizations for this email today.";
+      if (why) throw new MandateError("rate_limited", why);
+    };
+    const created = await this.store.createSandbox(c.org, c.key, c.policy, { email: normalized, client_address: clientAddress }, admit);
+    return { org: created.org, key: { row: created.key, secret: c.secret } };
   }
 
   /** The caller's organization. */
   async get(caller: OrgCaller): Promise<OrganizationRow> {
-    const org = await organizationStore.get(this.db.pool, caller.organizationId);
+    const org = await this.store.get(caller.organizationId);
     if (!org) throw notFound("Organization");
     return org;
   }
@@ -122,12 +97,13 @@ export class Organizations {
       throw validationFailed([{ field: "permissions", code: "required", message: "at least one permission" }]);
     }
     const unique = [...new Set(permissions)];
-    return this.db.transaction((tx) => this.insertKey(tx, caller.organizationId, name.trim(), unique));
+    const { key, secret } = Organizations.newKey(caller.organizationId, name.trim(), unique);
+    return { row: await this.store.createKey(key), secret };
   }
 
   /** Lists the caller's organization's keys. */
   listKeys(caller: OrgCaller): Promise<ApiKeyRow[]> {
-    return organizationStore.listKeys(this.db.pool, caller.organizationId);
+    return this.store.listKeys(caller.organizationId);
   }
 
   /**
@@ -136,25 +112,26 @@ export class Organizations {
    * 404 for an unknown organization; 409 `invalid_transition` when it is already in `to`.
    */
   async setState(organizationId: string, to: OrganizationRow["state"]): Promise<OrganizationRow> {
-    const from = to === "suspended" ? "active" : "suspended";
-    const row = await this.db.transaction(async (tx) => {
-      const changed = await organizationStore.setState(tx, organizationId, from, to);
-      if (!changed) {
-        if (!(await organizationStore.get(tx, organizationId))) throw notFound("Organization");
-        throw new MandateError("invalid_transition", `The organization is already ${to}.`);
-      }
-      await this.evidence.append(tx, [
-        { organizationId, kind: to === "suspended" ? "organization.suspended" : "organization.reactivated", subjectId: organizationId, payload: { organization_id: organizationId, state: to } },
-      ]);
-      return changed;
-    });
+    let row: OrganizationRow;
+    try {
+      row = await this.store.changeState(organizationId, (current) => {
+        if (current.state === to) throw new MandateError("invalid_transition", `The organization is already ${to}.`);
+        return {
+          state: to,
+          evidence: { kind: to === "suspended" ? "organization.suspended" : "organization.reactivated", payload: { organization_id: organizationId, state: to } },
+        };
+      });
+    } catch (err) {
+      if (err instanceof NotFoundError) throw notFound("Organization");
+      throw err;
+    }
     await this.stateChanged(organizationId, to);
     return row;
   }
 
   /** Revokes a key of the caller's organization; 404 for another organization's key. */
   async revokeKey(caller: OrgCaller, keyId: string): Promise<ApiKeyRow> {
-    const row = await organizationStore.revokeKey(this.db.pool, caller.organizationId, keyId);
+    const row = await this.store.revokeKey(caller.organizationId, keyId);
     if (!row) throw notFound("API key");
     return row;
   }

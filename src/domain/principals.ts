@@ -1,23 +1,22 @@
-import type { Database } from "../storage/postgres/database.js";
-import { isUniqueViolation } from "../storage/postgres/database.js";
-import { principalStore, type PrincipalRow } from "../storage/postgres/principals.js";
+import { CollisionError } from "../storage/errors.js";
+import type { PrincipalRow, PrincipalStore } from "../storage/principals.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
 
 /** The stored shapes this module hands to services. */
-export type { PrincipalRow } from "../storage/postgres/principals.js";
+export type { PrincipalRow } from "../storage/principals.js";
 
 /** Principal kinds. */
 export const PRINCIPAL_KINDS = ["person", "role", "org_unit", "service"] as const;
 export type PrincipalKind = (typeof PRINCIPAL_KINDS)[number];
 
-const EXTERNAL_REF = /^[A-Za-z0-9][A-Za-z0-9._:@\/-]{0,127}$/;
+const EXTERNAL_REF = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
 
 /** Principals: the people, roles, units and services agents act for. */
 export class Principals {
-  constructor(private readonly db: Database) {}
+  constructor(private readonly store: PrincipalStore) {}
 
   /** Creates a principal; 409 `already_exists` for a duplicate external_ref. */
   async create(caller: OrgCaller, input: { displayName: string; kind: PrincipalKind; externalRef?: string }): Promise<PrincipalRow> {
@@ -30,7 +29,7 @@ export class Principals {
     }
     if (errors.length) throw validationFailed(errors);
     try {
-      return await principalStore.insert(this.db.pool, {
+      return await this.store.create({
         principal_id: newId("prn"),
         organization_id: caller.organizationId,
         display_name: displayName,
@@ -38,14 +37,14 @@ export class Principals {
         external_ref: input.externalRef ?? null,
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw new MandateError("already_exists", "A principal with this external_ref already exists.");
+      if (err instanceof CollisionError) throw new MandateError("already_exists", "A principal with this external_ref already exists.");
       throw err;
     }
   }
 
   /** One principal of the caller's organization; 404 otherwise. */
   async get(caller: OrgCaller, principalId: string): Promise<PrincipalRow> {
-    const row = await principalStore.get(this.db.pool, caller.organizationId, principalId);
+    const row = await this.store.get(caller.organizationId, principalId);
     if (!row) throw notFound("Principal");
     return row;
   }
@@ -53,7 +52,7 @@ export class Principals {
   /** A page of principals and the token of the next one ("" at the end). */
   async list(caller: OrgCaller, size: number, token: string): Promise<{ rows: PrincipalRow[]; next: string }> {
     const limit = pageSize(size);
-    const rows = await principalStore.list(this.db.pool, caller.organizationId, decodeCursor(token), limit + 1);
+    const rows = await this.store.list(caller.organizationId, decodeCursor(token), limit + 1);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return { rows: page, next: rows.length > limit && last ? encodeCursor({ createdAt: last.created_at, id: last.principal_id }) : "" };

@@ -1,6 +1,5 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto";
-import type { Database } from "../storage/postgres/database.js";
-import { agentStore, type CertificateRow } from "../storage/postgres/agents.js";
+import type { AgentStore, CertificateRow } from "../storage/agents.js";
 import { MandateError, validationFailed } from "../base/errors.js";
 
 const PUBLIC_KEY = /^ed25519:base64:([A-Za-z0-9+/]{43}=)$/;
@@ -48,7 +47,7 @@ export class AgentSignatures {
   /** What never changes about a certificate: its key, agent, organization and acting principal. */
   private readonly identities = new Map<string, SignerIdentity>();
 
-  constructor(private readonly db: Database) {}
+  constructor(private readonly agents: Pick<AgentStore, "certificate">) {}
 
   /**
    * Verifies `bytes` against the certificate's key and returns the signer's
@@ -59,7 +58,7 @@ export class AgentSignatures {
   async verifyIdentity(keyId: string, signature: string, bytes: Uint8Array): Promise<SignerIdentity> {
     let identity = this.identities.get(keyId);
     if (!identity) {
-      const cert = keyId.length <= 64 ? await agentStore.certificate(this.db.pool, keyId) : null;
+      const cert = keyId.length <= 64 ? await this.agents.certificate(keyId) : null;
       if (!cert || cert.state === "replaced") throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
       identity = {
         certificate_id: cert.certificate_id,
@@ -75,7 +74,7 @@ export class AgentSignatures {
     }
     if (!(await signatureValidOffLoop(identity.key, signature, bytes))) {
       // A certificate rotated away since it was cached answers unknown_key, as an uncached one would.
-      const cert = await agentStore.certificate(this.db.pool, keyId);
+      const cert = await this.agents.certificate(keyId);
       if (!cert || cert.state === "replaced") {
         this.identities.delete(keyId);
         throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
@@ -92,7 +91,7 @@ export class AgentSignatures {
    * verifies here so the caller can answer 403 `agent_revoked`.
    */
   async verify(keyId: string, signature: string, bytes: Uint8Array): Promise<CertificateRow> {
-    const cert = keyId.length <= 64 ? await agentStore.certificate(this.db.pool, keyId) : null;
+    const cert = keyId.length <= 64 ? await this.agents.certificate(keyId) : null;
     if (!cert || cert.state === "replaced") throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
     let key = this.keys.get(cert.certificate_id);
     if (!key) {

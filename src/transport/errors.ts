@@ -1,7 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { MandateError, type ErrorCode, type FieldError } from "../base/errors.js";
-import { isUnstorableText } from "../storage/postgres/database.js";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
 import { isStackOverflowText } from "./node-internals.js";
 
@@ -71,11 +70,6 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
       return { code, message: "The message is nested too deeply.", errors: [{ field: "(body)", code: "too_deep", message: "nested too deeply" }], status, grpc };
     }
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };
-  }
-  if (isUnstorableText(err)) {
-    const [status, grpc] = STATUS.validation_failed;
-    const errors = [{ field: "(body)", code: "invalid_character", message: "contains text that cannot be stored" }];
-    return { code: "validation_failed", message: "The request is invalid.", errors, status, grpc };
   }
   return { code: "internal", message: "Internal error.", errors: [], status: 500, grpc: Code.Internal };
 }

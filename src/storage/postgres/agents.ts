@@ -1,43 +1,9 @@
 import type { Cursor } from "../../base/pagination.js";
-import type { Queryable } from "./database.js";
-
-/** Agent states (spec "Agent states"). */
-export type AgentState = "registered" | "active" | "suspended" | "revoked" | "retired";
-
-/** An agent row with its active (or, once revoked, last) certificate id. */
-export interface AgentRow {
-  agent_id: string;
-  organization_id: string;
-  name: string;
-  acting_for_principal_id: string;
-  public_key: string;
-  owner: string;
-  business_unit: string;
-  environment: string;
-  state: AgentState;
-  created_at: Date;
-  updated_at: Date;
-  last_heartbeat_at: Date | null;
-  certificate_id: string;
-}
-
-/** A certificate with its agent's state, as the signature check needs it. */
-export interface CertificateRow {
-  certificate_id: string;
-  agent_id: string;
-  organization_id: string;
-  public_key: string;
-  state: "active" | "replaced" | "revoked";
-  agent_state: AgentState;
-  acting_for_principal_id: string;
-  /** The acting principal, as policy evaluation needs it. */
-  principal_external_ref: string | null;
-  principal_kind: string;
-  /** The organization's policy head at read time (null before any bundle exists). */
-  bundle_digest: string | null;
-  policy_versions: Record<string, number> | null;
-  graph_version: number | null;
-}
+import type { AgentRow, AgentState, AgentStore, AgentTransition, CertificateRow, KeyHolder, KeyRotation, LabelChange, NewAgent } from "../agents.js";
+import { NotFoundError } from "../errors.js";
+import type { EvidenceEntry } from "../ledger.js";
+import type { Database, Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
 
 const SELECT_AGENT = `
   SELECT a.*, c.certificate_id FROM agents a
@@ -45,12 +11,9 @@ const SELECT_AGENT = `
                 ORDER BY (c.state = 'active') DESC, c.created_at DESC LIMIT 1) c ON true`;
 
 /** SQL for agents and certificates. */
-export const agentStore = {
-  /** Inserts an agent and its first certificate; a unique violation on certificates_public_key_key means the key is taken. */
-  async insert(
-    q: Queryable,
-    a: Omit<AgentRow, "created_at" | "updated_at" | "last_heartbeat_at" | "state">,
-  ): Promise<void> {
+const agentSql = {
+  /** Inserts an agent and its first certificate; a collision on certificates_public_key_key means the key is taken. */
+  async insert(q: Queryable, a: NewAgent): Promise<void> {
     await q.query(
       `INSERT INTO agents (agent_id, organization_id, name, acting_for_principal_id, public_key, owner, business_unit, environment, state)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'registered')`,
@@ -60,6 +23,12 @@ export const agentStore = {
       "INSERT INTO certificates (certificate_id, agent_id, organization_id, public_key, state) VALUES ($1, $2, $3, $4, 'active')",
       [a.certificate_id, a.agent_id, a.organization_id, a.public_key],
     );
+  },
+
+  /** Whether the organization has the principal. */
+  async principalExists(q: Queryable, organizationId: string, principalId: string): Promise<boolean> {
+    const { rows } = await q.query("SELECT 1 FROM principals WHERE organization_id = $1 AND principal_id = $2", [organizationId, principalId]);
+    return rows.length > 0;
   },
 
   /** The agent if it belongs to the organization, else null. */
@@ -80,8 +49,8 @@ export const agentStore = {
   },
 
   /** The certificate holding this public key (any organization, any state), or null. */
-  async certificateByKey(q: Queryable, publicKey: string): Promise<Pick<CertificateRow, "certificate_id" | "agent_id" | "organization_id" | "state"> | null> {
-    const { rows } = await q.query<CertificateRow>(
+  async certificateByKey(q: Queryable, publicKey: string): Promise<KeyHolder | null> {
+    const { rows } = await q.query<KeyHolder>(
       "SELECT c.certificate_id, c.agent_id, c.organization_id, c.state FROM certificates c WHERE c.public_key = $1",
       [publicKey],
     );
@@ -104,21 +73,18 @@ export const agentStore = {
     return rows[0] ?? null;
   },
 
-  /**
-   * Moves the agent to `to` only if its current state is in `from` (a
-   * conditional update: concurrent transitions serialize on the row and each
-   * re-checks the state it finds). Returns the previous state, or null when
-   * the agent is missing or in another state.
-   */
-  async transition(q: Queryable, organizationId: string, agentId: string, from: readonly AgentState[], to: AgentState): Promise<AgentState | null> {
-    const { rows } = await q.query<{ previous: AgentState }>(
-      `UPDATE agents a SET state = $4, updated_at = now()
-         FROM (SELECT agent_id, state AS previous FROM agents WHERE organization_id = $1 AND agent_id = $2 FOR UPDATE) old
-        WHERE a.agent_id = old.agent_id AND old.previous = ANY($3::text[])
-        RETURNING old.previous`,
-      [organizationId, agentId, from, to],
+  /** Locks the agent row for the transaction and returns it, or null. */
+  async lock(q: Queryable, organizationId: string, agentId: string): Promise<AgentRow | null> {
+    const { rows } = await q.query<AgentRow>(
+      `${SELECT_AGENT} WHERE a.organization_id = $1 AND a.agent_id = $2 FOR UPDATE OF a`,
+      [organizationId, agentId],
     );
-    return rows[0]?.previous ?? null;
+    return rows[0] ?? null;
+  },
+
+  /** Sets the agent's state. */
+  async setState(q: Queryable, agentId: string, state: AgentState): Promise<void> {
+    await q.query("UPDATE agents SET state = $2, updated_at = now() WHERE agent_id = $1", [agentId, state]);
   },
 
   /** Permanently revokes every certificate of the agent still in use. */
@@ -136,15 +102,6 @@ export const agentStore = {
     await q.query("UPDATE agents SET public_key = $2, updated_at = now() WHERE agent_id = $1", [agentId, publicKey]);
   },
 
-  /** Locks the agent row for the transaction and returns it, or null. */
-  async lock(q: Queryable, organizationId: string, agentId: string): Promise<AgentRow | null> {
-    const { rows } = await q.query<AgentRow>(
-      `${SELECT_AGENT} WHERE a.organization_id = $1 AND a.agent_id = $2 FOR UPDATE OF a`,
-      [organizationId, agentId],
-    );
-    return rows[0] ?? null;
-  },
-
   /** Sets ownership labels. */
   async setLabels(q: Queryable, agentId: string, labels: { owner: string; business_unit: string; environment: string }): Promise<void> {
     await q.query("UPDATE agents SET owner = $2, business_unit = $3, environment = $4, updated_at = now() WHERE agent_id = $1", [
@@ -155,10 +112,7 @@ export const agentStore = {
     ]);
   },
 
-  /**
-   * Records a heartbeat if the agent is still active and `sentAt` is later than
-   * the last accepted heartbeat's; returns null otherwise (see `state` to tell which).
-   */
+  /** Records a heartbeat if the agent is still active and `sentAt` is later than the last accepted one's; null otherwise. */
   async heartbeat(q: Queryable, agentId: string, sentAt: Date): Promise<Date | null> {
     const { rows } = await q.query<{ last_heartbeat_at: Date }>(
       `UPDATE agents SET last_heartbeat_at = date_trunc('milliseconds', now()), last_heartbeat_sent_at = $2
@@ -175,3 +129,86 @@ export const agentStore = {
     return rows[0]?.state ?? null;
   },
 };
+
+/**
+ * The AgentStore on Postgres. Changes lock the agent row first and the evidence chain head
+ * last (the lock order every writer keeps).
+ */
+export class PostgresAgentStore implements AgentStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  get(organizationId: string, agentId: string): Promise<AgentRow | null> {
+    return agentSql.get(this.db.pool, organizationId, agentId);
+  }
+
+  list(organizationId: string, after: Cursor | null, limit: number): Promise<AgentRow[]> {
+    return agentSql.list(this.db.pool, organizationId, after, limit);
+  }
+
+  certificateByKey(publicKey: string): Promise<KeyHolder | null> {
+    return agentSql.certificateByKey(this.db.pool, publicKey);
+  }
+
+  certificate(certificateId: string): Promise<CertificateRow | null> {
+    return agentSql.certificate(this.db.pool, certificateId);
+  }
+
+  register(agent: NewAgent, evidence: EvidenceEntry): Promise<AgentRow> {
+    return this.db.transaction(async (tx) => {
+      if (!(await agentSql.principalExists(tx, agent.organization_id, agent.acting_for_principal_id))) throw new NotFoundError("principal");
+      await agentSql.insert(tx, agent);
+      const row = (await agentSql.get(tx, agent.organization_id, agent.agent_id))!;
+      await this.chain.append(tx, [evidence]);
+      return row;
+    });
+  }
+
+  transition(organizationId: string, agentId: string, step: (current: AgentRow) => AgentTransition): Promise<AgentRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await this.mustLock(tx, organizationId, agentId);
+      const change = step(current);
+      await agentSql.setState(tx, agentId, change.state);
+      if (change.revokeCertificates) await agentSql.revokeCertificates(tx, agentId);
+      await this.chain.append(tx, [change.evidence]);
+      return (await agentSql.get(tx, organizationId, agentId))!;
+    });
+  }
+
+  rotateKey(organizationId: string, agentId: string, step: (current: AgentRow) => KeyRotation): Promise<AgentRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await this.mustLock(tx, organizationId, agentId);
+      const change = step(current);
+      await agentSql.rotate(tx, agentId, organizationId, change.certificateId, change.publicKey);
+      await this.chain.append(tx, [change.evidence]);
+      return (await agentSql.get(tx, organizationId, agentId))!;
+    });
+  }
+
+  relabel(organizationId: string, agentId: string, step: (current: AgentRow) => LabelChange | null): Promise<AgentRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await this.mustLock(tx, organizationId, agentId);
+      const change = step(current);
+      if (change === null) return current;
+      await agentSql.setLabels(tx, agentId, change.labels);
+      await this.chain.append(tx, [change.evidence]);
+      return (await agentSql.get(tx, organizationId, agentId))!;
+    });
+  }
+
+  heartbeat(agentId: string, sentAt: Date): Promise<Date | null> {
+    return agentSql.heartbeat(this.db.pool, agentId, sentAt);
+  }
+
+  state(agentId: string): Promise<AgentState | null> {
+    return agentSql.state(this.db.pool, agentId);
+  }
+
+  private async mustLock(tx: Queryable, organizationId: string, agentId: string): Promise<AgentRow> {
+    const row = await agentSql.lock(tx, organizationId, agentId);
+    if (!row) throw new NotFoundError("agent");
+    return row;
+  }
+}

@@ -1,41 +1,19 @@
-import type { EvidenceRecord } from "../../evidence/record.js";
-import { rowsByKey, type OrganizationKey, type Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
-
-/** A capability row (never the token). */
-export interface CapabilityRow {
-  capability_id: string;
-  organization_id: string;
-  decision_id: string;
-  agent_id: string;
-  integration_id: string | null;
-  audience: string;
-  issued_by: string;
-  action: string;
-  resource: string;
-  constraints: Record<string, string>;
-  issued_at: Date;
-  expires_at: Date;
-  consumed_at: Date | null;
-  consumed_by: string | null;
-  /** SHA-256 (hex) of the token as issued; null for capabilities issued before it was kept. */
-  token_digest: string | null;
-}
-
-/** A capability as issued (not yet consumed). */
-export type NewCapability = Omit<CapabilityRow, "consumed_at" | "consumed_by">;
+import type { CapabilityDependencies, CapabilityRow, CapabilityStore, ConsumeRefusal, NewCapability } from "../capabilities.js";
+import { NotFoundError } from "../errors.js";
+import type { OrganizationKey } from "../keys.js";
+import { rowsByKey, type Database, type Queryable } from "./database.js";
 
 const CAPABILITY_COLUMNS = "capability_id, organization_id, decision_id, agent_id, integration_id, audience, issued_by, action, resource, constraints, issued_at, expires_at, token_digest";
 
 /** The INSERT of capabilities as 13 array parameters numbered from `offset` + 1, as the rows `c`; `where` conditions it. */
-function capabilitiesInsert(offset: number, where = ""): string {
+export function capabilitiesInsert(offset: number, where = ""): string {
   const types = ["text", "text", "text", "text", "text", "text", "text", "text", "text", "jsonb", "timestamptz", "timestamptz", "text"];
   const params = types.map((t, i) => `$${offset + i + 1}::${t}[]`).join(", ");
   return `INSERT INTO capabilities (${CAPABILITY_COLUMNS}) SELECT * FROM unnest(${params}) AS c(${CAPABILITY_COLUMNS}) ${where}`;
 }
 
 /** The parameters of {@link capabilitiesInsert}. */
-function capabilitiesInsertValues(cs: readonly NewCapability[]): unknown[] {
+export function capabilitiesInsertValues(cs: readonly NewCapability[]): unknown[] {
   const col = <T>(f: (c: NewCapability) => T) => cs.map(f);
   return [
     col((c) => c.capability_id), col((c) => c.organization_id), col((c) => c.decision_id), col((c) => c.agent_id), col((c) => c.integration_id),
@@ -44,11 +22,8 @@ function capabilitiesInsertValues(cs: readonly NewCapability[]): unknown[] {
   ];
 }
 
-/** Why a consume did not happen, in the order the checks apply. */
-export type ConsumeRefusal = "expired" | "dependency_inactive" | "consumed";
-
 /** Whether the organization `id` names is active. */
-const ORGANIZATION_ACTIVE = (id: string) => `EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = ${id} AND o.state = 'active')`;
+export const ORGANIZATION_ACTIVE = (id: string) => `EXISTS (SELECT 1 FROM organizations o WHERE o.organization_id = ${id} AND o.state = 'active')`;
 
 /**
  * When capability `c` may be consumed now as far as it alone goes: unexpired, not yet
@@ -56,7 +31,7 @@ const ORGANIZATION_ACTIVE = (id: string) => `EXISTS (SELECT 1 FROM organizations
  * active. Its organization is checked apart ({@link CONSUMABLE}), once per organization where
  * a statement takes many capabilities.
  */
-const CONSUMABLE_IN_ORGANIZATION = `c.consumed_at IS NULL AND c.expires_at > now()
+export const CONSUMABLE_IN_ORGANIZATION = `c.consumed_at IS NULL AND c.expires_at > now()
   AND EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = c.agent_id AND a.state = 'active')
   AND (c.integration_id IS NULL OR EXISTS (
         SELECT 1 FROM integrations i WHERE i.integration_id = c.integration_id AND i.state = 'active'
@@ -66,30 +41,10 @@ const CONSUMABLE_IN_ORGANIZATION = `c.consumed_at IS NULL AND c.expires_at > now
 const CONSUMABLE = `${CONSUMABLE_IN_ORGANIZATION} AND ${ORGANIZATION_ACTIVE("c.organization_id")}`;
 
 /** SQL for capabilities. */
-export const capabilityStore = {
+export const capabilitySql = {
   /** Inserts in one statement (the issue's locking path); a unique violation on capabilities_decision_id_key means a decision already had one. */
   async insertMany(q: Queryable, cs: readonly NewCapability[]): Promise<void> {
     await q.query({ name: "capabilities_insert_many", text: capabilitiesInsert(0), values: capabilitiesInsertValues(cs) });
-  },
-
-  /**
-   * The issue's usual path, ONE autocommitted statement for capabilities of one or more
-   * organizations: for each organization whose chain head is still where its move expects it,
-   * inserts its capabilities, stores its evidence records and moves its head on; the other
-   * organizations get nothing written. Returns the organizations written. A decision that
-   * already has its capability fails the whole statement with a unique violation, as
-   * {@link insertMany} does.
-   */
-  async insertWithEvidence(q: Queryable, moves: readonly HeadMove[], records: readonly EvidenceRecord[], cs: readonly NewCapability[]): Promise<Set<string>> {
-    const { rows } = await q.query<{ organization_id: string }>({
-      name: "capabilities_insert_with_evidence",
-      text: `WITH ${headMoveCtes(21)},
-             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
-             capabilities AS (${capabilitiesInsert(7, "WHERE c.organization_id IN (SELECT organization_id FROM head)")})
-             SELECT organization_id FROM head`,
-      values: [...evidenceInsertValues(records), ...capabilitiesInsertValues(cs), ...headMoveValues(moves)],
-    });
-    return new Set(rows.map((r) => r.organization_id));
   },
 
   /** The capability of the organization, or null. */
@@ -101,54 +56,6 @@ export const capabilityStore = {
   /** Many capabilities by (organization, id) in one query; one entry per key, in order, null when absent. */
   getMany(q: Queryable, keys: readonly OrganizationKey[]): Promise<(CapabilityRow | null)[]> {
     return rowsByKey<CapabilityRow>(q, "capabilities", "capability_id", keys);
-  },
-
-  /**
-   * The consume's fast path, ONE autocommitted statement for capabilities of one or more
-   * organizations (distinct ids, `consumedAt` as their time): for each organization that is
-   * active, whose chain head is still where its move expects it and all of whose listed
-   * capabilities are consumable, consumes them, stores its evidence records and moves its head on; the other
-   * organizations get nothing written. Returns the ids of the capabilities consumed. The rows are locked (in id
-   * order) before the heads (in organization order), as the locking path does, so two such
-   * statements never deadlock.
-   */
-  async consumeWithEvidence(
-    q: Queryable,
-    moves: readonly HeadMove[],
-    records: readonly EvidenceRecord[],
-    capabilityIds: readonly string[],
-    by: readonly string[],
-    organizationIds: readonly string[],
-    consumedAt: Date,
-  ): Promise<{ capability_id: string; organization_id: string }[]> {
-    const { rows } = await q.query<{ capability_id: string; organization_id: string }>({
-      name: "capabilities_consume_with_evidence",
-      text: `WITH consumable AS (
-               SELECT c.capability_id, c.organization_id FROM capabilities c
-                WHERE c.capability_id = ANY($8::text[]) AND ${CONSUMABLE_IN_ORGANIZATION}
-                ORDER BY c.capability_id
-                  FOR UPDATE OF c
-             ),
-             ${headMoveCtes(
-               11,
-               `${ORGANIZATION_ACTIVE("m.organization_id")}
-                  AND (SELECT count(*) FROM consumable k WHERE k.organization_id = m.organization_id)
-                    = (SELECT count(*) FROM unnest($16::text[]) AS o(id) WHERE o.id = m.organization_id)`,
-             )},
-             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")})
-             UPDATE capabilities c SET consumed_at = $10, consumed_by = ($9::text[])[array_position($8::text[], c.capability_id)]
-              WHERE c.capability_id = ANY($8::text[]) AND c.organization_id IN (SELECT organization_id FROM head)
-              RETURNING c.capability_id, c.organization_id`,
-      values: [
-        ...evidenceInsertValues(records),
-        capabilityIds,
-        by,
-        consumedAt,
-        ...headMoveValues(moves),
-        organizationIds,
-      ],
-    });
-    return rows;
   },
 
   /** The decision's capability (there is at most one), or null. */
@@ -193,8 +100,8 @@ export const capabilityStore = {
   },
 
   /** The live states a capability depends on, as the Redis mirror stores them. */
-  async liveStates(q: Queryable, capabilityId: string): Promise<{ organization: string; agent: string; integration: string | null }> {
-    const { rows } = await q.query<{ organization: string; agent: string; integration: string | null }>(
+  async liveStates(q: Queryable, capabilityId: string): Promise<CapabilityDependencies | null> {
+    const { rows } = await q.query<CapabilityDependencies>(
       `SELECT o.state AS organization, a.state AS agent,
               CASE WHEN c.integration_id IS NULL THEN NULL
                    WHEN i.state = 'active' AND NOT EXISTS (SELECT 1 FROM adapters ad WHERE ad.integration_id = i.integration_id AND ad.state <> 'active' AND ad.role = 'adapter')
@@ -204,7 +111,7 @@ export const capabilityStore = {
         WHERE c.capability_id = $1`,
       [capabilityId],
     );
-    return rows[0]!;
+    return rows[0] ?? null;
   },
 
   /** Contract bindings of a decision's integration contract version, or null. */
@@ -213,3 +120,30 @@ export const capabilityStore = {
     return rows[0] ?? null;
   },
 };
+
+/** The CapabilityStore on Postgres. */
+export class PostgresCapabilityStore implements CapabilityStore {
+  constructor(private readonly db: Database) {}
+
+  get(organizationId: string, capabilityId: string): Promise<CapabilityRow | null> {
+    return capabilitySql.get(this.db.pool, organizationId, capabilityId);
+  }
+
+  getMany(keys: readonly OrganizationKey[]): Promise<(CapabilityRow | null)[]> {
+    return capabilitySql.getMany(this.db.pool, keys);
+  }
+
+  byDecision(organizationId: string, decisionId: string): Promise<CapabilityRow | null> {
+    return capabilitySql.byDecision(this.db.pool, organizationId, decisionId);
+  }
+
+  async dependencies(capabilityId: string): Promise<CapabilityDependencies> {
+    const states = await capabilitySql.liveStates(this.db.pool, capabilityId);
+    if (!states) throw new NotFoundError("Capability");
+    return states;
+  }
+
+  contractBindings(integrationId: string, version: number): Promise<{ resource_path: string; context_bindings: Record<string, string> } | null> {
+    return capabilitySql.contractBindings(this.db.pool, integrationId, version);
+  }
+}

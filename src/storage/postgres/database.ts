@@ -1,17 +1,24 @@
 import pg from "pg";
-import { MandateError } from "../../base/errors.js";
+import { ConflictError, UnavailableError } from "../errors.js";
+import type { OrganizationKey } from "../keys.js";
+import { fromPg, rethrowFromPg } from "./errors.js";
 
-/** A query runner: the pool outside a transaction, a client inside one. */
-export type Queryable = Pick<pg.Pool, "query"> | pg.PoolClient;
+/**
+ * A query runner: the pool outside a transaction, a client inside one. Its errors are
+ * already storage errors (./errors.ts): nothing above this folder sees a SQLSTATE.
+ */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = any>(text: string | pg.QueryConfig, values?: unknown[]): Promise<pg.QueryResult<R>>; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** `q` with its errors translated. */
+function translating(q: { query: (...args: any[]) => Promise<any> }): Queryable { // eslint-disable-line @typescript-eslint/no-explicit-any
+  return { query: (text: string | pg.QueryConfig, values?: unknown[]) => q.query(text, values).catch(rethrowFromPg) };
+}
 
 // Postgres returns int8 (bigint counts, seq) as strings; every value we store fits in 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
-/** A row wanted by its id within one organization. */
-export interface OrganizationKey {
-  organizationId: string;
-  id: string;
-}
 
 /**
  * Rows of `table` by their id column for keys of any organizations, in ONE named statement
@@ -32,66 +39,75 @@ export async function rowsByKey<R extends { organization_id: string }>(
   });
 }
 
-/** SQLSTATEs that mean "try the whole transaction again". */
-const RETRYABLE = new Set(["40001", "40P01"]);
-
-/** Whether a pg error is a deadlock or serialization failure: the statement wrote nothing and may be tried again. */
-export function isConflict(err: unknown): boolean {
-  const code = (err as { code?: string })?.code;
-  return code !== undefined && RETRYABLE.has(code);
-}
-
-/** Whether a pg error is a unique violation (optionally of one named constraint). */
-export function isUniqueViolation(err: unknown, constraint?: string): boolean {
-  const e = err as { code?: string; constraint?: string };
-  return e?.code === "23505" && (constraint === undefined || e.constraint === constraint);
-}
-
-/**
- * Whether a pg error says a value holds text Postgres cannot store (U+0000,
- * bad encoding). Input is checked for this where it arrives; this is the
- * backstop that keeps a path we missed a client error rather than a 500.
- */
-export function isUnstorableText(err: unknown): boolean {
-  const code = (err as { code?: string })?.code;
-  return code === "22P05" || code === "22021";
-}
-
 /** Owns the pool; every multi-statement change goes through `transaction`. */
 export class Database {
-  constructor(readonly pool: pg.Pool) {}
+  /** Runs single statements outside a transaction. */
+  readonly pool: Queryable;
+
+  constructor(private readonly raw: pg.Pool) {
+    this.pool = translating(raw);
+  }
 
   /**
    * Runs `work` in one transaction, retrying serialization failures and deadlocks.
-   * Connection failures become `unavailable` so no SQLSTATE or driver text reaches callers.
+   * Every failure leaves as a storage error, so no SQLSTATE or driver text reaches callers.
    */
-  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
-        client = await this.pool.connect();
-      } catch (err) {
-        throw new MandateError("unavailable", "The database is unavailable.", []);
+        client = await this.raw.connect();
+      } catch {
+        throw new UnavailableError();
       }
+      const tx = translating(client);
       try {
-        await client.query("BEGIN");
-        const result = await work(client);
-        await client.query("COMMIT");
+        await tx.query("BEGIN");
+        const result = await work(tx);
+        await tx.query("COMMIT");
         return result;
       } catch (err) {
         await client.query("ROLLBACK").catch(() => undefined);
-        const code = (err as { code?: string }).code;
-        if (code && RETRYABLE.has(code) && attempt < 5) continue;
-        throw err;
+        const translated = fromPg(err);
+        if (translated instanceof ConflictError && attempt < 5) continue;
+        throw translated;
       } finally {
         client.release();
       }
     }
   }
 
+  /**
+   * Runs `work` on one connection held for its duration, outside any transaction (session
+   * state such as advisory locks lives as long as the connection; it is closed after, so no
+   * such state outlives `work`).
+   */
+  async session<T>(work: (q: Queryable) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.raw.connect();
+    } catch {
+      throw new UnavailableError();
+    }
+    let failed = false;
+    try {
+      return await work(translating(client));
+    } catch (err) {
+      failed = true;
+      throw err;
+    } finally {
+      client.release(failed);
+    }
+  }
+
+  /** Whether the database answers a trivial query (readiness). */
+  async ping(): Promise<void> {
+    await this.pool.query("SELECT 1");
+  }
+
   /** Closes every connection. */
   async close(): Promise<void> {
-    await this.pool.end();
+    await this.raw.end();
   }
 }
 

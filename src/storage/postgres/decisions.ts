@@ -1,76 +1,20 @@
-import type { ReconciliationRow } from "./execution.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
-import { rowsByKey, type OrganizationKey, type Queryable } from "./database.js";
-import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, jsonLines, toJsonLines, type HeadMove } from "./evidence.js";
+import type { DecisionQuery, DecisionRow, DecisionStore, IntentContext, IntentLookup, NewDecision, ReviewChange, ReviewEntry } from "../decisions.js";
+import { NotFoundError } from "../errors.js";
+import type { OrganizationKey } from "../keys.js";
+import { rowsByKey, type Database, type Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
+import { jsonLines, toJsonLines } from "./evidence.js";
 
-/** Outcomes; there is no fourth. */
-export type Outcome = "ALLOW" | "DENY" | "HUMAN_REVIEW";
-
-/** A reviewer's approval or resolution. */
-export interface ReviewEntry {
-  resolution: "approved" | "rejected";
-  resolved_by: string;
-  resolved_at: string;
-  reason: string;
-}
-
-/** A decision row. */
-export interface DecisionRow {
-  decision_id: string;
-  organization_id: string;
-  agent_id: string;
-  nonce: string;
-  body_sha256: Buffer;
-  intent: Record<string, unknown>;
-  action: string;
-  outcome: Outcome;
-  reason: string;
-  status: "PENDING" | "RESOLVED" | null;
-  evidence_id: string;
-  policy_versions: Record<string, number>;
-  graph_version: number;
-  bundle_digest: string;
-  integration_id: string | null;
-  contract_version: number | null;
-  evaluated_at: Date;
-  resolution: ReviewEntry | null;
-  approvals: ReviewEntry[];
-  /** Early access: the latest reconciliation, when one was computed. */
-  reconciliation?: Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> & { reconciled_at: string } | null;
-}
+/** A decision as the ledger writes it: the new decision and the id of its evidence record. */
+export type DecisionToWrite = Omit<NewDecision, "evidence_id">;
 
 /**
- * What the Intent path reads in its one round trip before evaluating: the
- * signer's live state, the organization's policy head, any prior decision for
- * the nonce, and the integration contract covering the action.
+ * The INSERT of decisions as 17 array parameters numbered from `offset` + 1 (see
+ * {@link decisionsInsertValues}), as the rows `d`; `where` conditions it. The JSON columns come
+ * as JSON lines (see jsonLines), which spares escaping every quote.
  */
-export interface IntentContext {
-  cert_state: "active" | "replaced" | "revoked";
-  agent_state: "registered" | "active" | "suspended" | "revoked" | "retired";
-  bundle_digest: string | null;
-  policy_versions: Record<string, number> | null;
-  graph_version: number | null;
-  prior: DecisionRow | null;
-  integration_id: string | null;
-  contract_version: number | null;
-  context_bindings: Record<string, string> | null;
-}
-
-/** What the Intent path looks up: the signing certificate, the Intent's nonce and action. */
-export interface IntentLookup {
-  certificateId: string;
-  nonce: string;
-  action: string;
-}
-
-/** A decision as first written (before any review). */
-export type NewDecision = Omit<DecisionRow, "resolution" | "approvals">;
-
-/**
- * The INSERT of decisions as 17 array parameters numbered from `offset` + 1; `where` conditions it.
- * The JSON columns come as JSON lines (see jsonLines), which spares escaping every quote.
- */
-function decisionsInsert(offset: number, where = ""): string {
+export function decisionsInsert(offset: number, where = ""): string {
   const types = ["text", "text", "text", "text", "bytea", "jsonb", "text", "text", "text", "text", "text", "jsonb", "int", "text", "text", "int", "timestamptz"];
   const params = types.map((t, i) => (t === "jsonb" ? `${jsonLines(offset + i + 1)}::jsonb[]` : `$${offset + i + 1}::${t}[]`)).join(", ");
   return `INSERT INTO decisions (${DECISION_COLUMNS})
@@ -80,32 +24,19 @@ function decisionsInsert(offset: number, where = ""): string {
 const DECISION_COLUMNS = `decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
                           evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at`;
 
-function decisionsInsertValues(ds: readonly NewDecision[]): unknown[] {
-  const col = <T>(f: (d: NewDecision) => T) => ds.map(f);
+/** The parameters of {@link decisionsInsert}: the decisions and, at the same index, the ids of their evidence records. */
+export function decisionsInsertValues(ds: readonly DecisionToWrite[], records: readonly EvidenceRecord[]): unknown[] {
+  const col = <T>(f: (d: DecisionToWrite) => T) => ds.map(f);
   return [
     col((d) => d.decision_id), col((d) => d.organization_id), col((d) => d.agent_id), col((d) => d.nonce), col((d) => d.body_sha256),
     toJsonLines(col((d) => d.intent)), col((d) => d.action), col((d) => d.outcome), col((d) => d.reason), col((d) => d.status),
-    col((d) => d.evidence_id), toJsonLines(col((d) => d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
+    records.map((r) => r.evidence_id), toJsonLines(col((d) => d.policy_versions)), col((d) => d.graph_version), col((d) => d.bundle_digest),
     col((d) => d.integration_id), col((d) => d.contract_version), col((d) => d.evaluated_at),
   ];
 }
 
 /** SQL for decisions. */
-export const decisionStore = {
-  /** Inserts a decision; a unique violation on (agent_id, nonce) means a concurrent twin won. */
-  async insert(q: Queryable, d: Omit<DecisionRow, "resolution" | "approvals">): Promise<void> {
-    await q.query(
-      `INSERT INTO decisions (decision_id, organization_id, agent_id, nonce, body_sha256, intent, action, outcome, reason, status,
-                              evidence_id, policy_versions, graph_version, bundle_digest, integration_id, contract_version, evaluated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-      [
-        d.decision_id, d.organization_id, d.agent_id, d.nonce, d.body_sha256, JSON.stringify(d.intent), d.action, d.outcome, d.reason,
-        d.status, d.evidence_id, JSON.stringify(d.policy_versions), d.graph_version, d.bundle_digest, d.integration_id, d.contract_version,
-        d.evaluated_at,
-      ],
-    );
-  },
-
+export const decisionSql = {
   /**
    * Share-locks the signing agents of a group (ascending agent_id, the order
    * lifecycle transitions lock them in too) and returns each certificate's
@@ -125,71 +56,9 @@ export const decisionStore = {
     return new Map(rows.map((r) => [r.certificate_id, r]));
   },
 
-  /** Inserts many decisions in one statement (the group commit's locking path). */
-  async insertMany(q: Queryable, ds: readonly NewDecision[]): Promise<void> {
-    await q.query({ name: "decisions_insert_many", text: decisionsInsert(0), values: decisionsInsertValues(ds) });
-  },
-
-  /**
-   * The group commit's fast path, ONE autocommitted statement for decisions of one or more
-   * organizations: for each organization whose chain head is still where its move expects it
-   * (seq and digest: a head predicted from a group that never committed cannot match), whose
-   * signing certificates and their agents are all still active, and each of whose decisions
-   * names the policy head and integration contract still current for its action, stores its
-   * decisions and evidence records and moves its head on. The other organizations get nothing
-   * written (the caller retries them, then takes the locking path). Returns the organizations
-   * written. The signers' agents are share-locked first, in the order lifecycle transitions lock
-   * them, then the heads in organization order: a transition in flight is waited for, and two
-   * such statements never deadlock.
-   *
-   * The chain heads are checked, not locked beforehand: any other writer that moved one since it
-   * was read (a group of another replica, a lifecycle change, a review) fails the check, the
-   * row lock waiting for that writer and re-reading the row.
-   */
-  async insertWithEvidence(
-    q: Queryable,
-    moves: readonly HeadMove[],
-    records: readonly EvidenceRecord[],
-    ds: readonly NewDecision[],
-    signers: readonly { certificateId: string; organizationId: string }[],
-  ): Promise<Set<string>> {
-    const { rows } = await q.query<{ organization_id: string }>({
-      name: "decisions_insert_with_evidence",
-      text: `WITH live_signers AS (
-               SELECT c.certificate_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
-                WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
-                ORDER BY a.agent_id
-                  FOR SHARE OF a
-             ),
-             -- Organizations with a signer no longer active, or a decision evaluated against a
-             -- policy head or integration contract that is no longer current.
-             refused AS (
-               SELECT s.organization_id FROM unnest($25::text[], $26::text[]) AS s(certificate_id, organization_id)
-                WHERE s.certificate_id NOT IN (SELECT certificate_id FROM live_signers)
-               UNION
-               SELECT d.organization_id
-                 FROM unnest($9::text[], $14::text[], ${jsonLines(19)}::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
-                      AS d(organization_id, action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
-                 LEFT JOIN policy_heads h ON h.organization_id = d.organization_id
-                 LEFT JOIN integration_actions ia ON ia.organization_id = d.organization_id AND ia.action = d.action
-                 LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'
-                WHERE h.bundle_digest IS DISTINCT FROM d.bundle_digest OR h.graph_version IS DISTINCT FROM d.graph_version
-                   OR h.policy_versions IS DISTINCT FROM d.policy_versions
-                   OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
-             ),
-             ${headMoveCtes(27, "m.organization_id NOT IN (SELECT organization_id FROM refused)")},
-             records AS (${evidenceInsert("WHERE r.organization_id IN (SELECT organization_id FROM head)")}),
-             decisions AS (${decisionsInsert(7, "WHERE d.organization_id IN (SELECT organization_id FROM head)")})
-             SELECT organization_id FROM head`,
-      values: [
-        ...evidenceInsertValues(records),
-        ...decisionsInsertValues(ds),
-        signers.map((s) => s.certificateId),
-        signers.map((s) => s.organizationId),
-        ...headMoveValues(moves),
-      ],
-    });
-    return new Set(rows.map((r) => r.organization_id));
+  /** Inserts many decisions in one statement (the ledger's locking path); `records` are their evidence, at the same index. */
+  async insertMany(q: Queryable, ds: readonly DecisionToWrite[], records: readonly EvidenceRecord[]): Promise<void> {
+    await q.query({ name: "decisions_insert_many", text: decisionsInsert(0), values: decisionsInsertValues(ds, records) });
   },
 
   /**
@@ -246,7 +115,7 @@ export const decisionStore = {
   async list(
     q: Queryable,
     organizationId: string,
-    f: { status: string | null; outcome: string | null; agentId: string | null; before: { at: Date; id: string } | null; limit: number },
+    f: DecisionQuery,
   ): Promise<DecisionRow[]> {
     const { rows } = await q.query<DecisionRow>(
       `SELECT * FROM decisions WHERE organization_id = $1
@@ -298,3 +167,42 @@ export const decisionStore = {
     return found;
   },
 };
+
+/** The DecisionStore on Postgres. */
+export class PostgresDecisionStore implements DecisionStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  get(organizationId: string, decisionId: string): Promise<DecisionRow | null> {
+    return decisionSql.get(this.db.pool, organizationId, decisionId);
+  }
+
+  getMany(keys: readonly OrganizationKey[]): Promise<(DecisionRow | null)[]> {
+    return decisionSql.getMany(this.db.pool, keys);
+  }
+
+  byNonce(agentId: string, nonce: string): Promise<DecisionRow | null> {
+    return decisionSql.byNonce(this.db.pool, agentId, nonce);
+  }
+
+  list(organizationId: string, query: DecisionQuery): Promise<DecisionRow[]> {
+    return decisionSql.list(this.db.pool, organizationId, query);
+  }
+
+  intentContexts(lookups: readonly IntentLookup[]): Promise<(IntentContext | null)[]> {
+    return decisionSql.intentContexts(this.db.pool, lookups);
+  }
+
+  review(organizationId: string, decisionId: string, step: (current: DecisionRow) => ReviewChange): Promise<DecisionRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await decisionSql.get(tx, organizationId, decisionId, true);
+      if (!current) throw new NotFoundError("Decision");
+      const change = step(current);
+      await decisionSql.setReview(tx, decisionId, change.status, change.resolution, change.approvals);
+      await this.chain.append(tx, [{ organizationId, kind: change.evidence.kind, subjectId: decisionId, payload: change.evidence.payload }]);
+      return { ...current, status: change.status, resolution: change.resolution, approvals: change.approvals };
+    });
+  }
+}

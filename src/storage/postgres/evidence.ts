@@ -1,6 +1,7 @@
 import type { EvidenceKeyRow } from "../../evidence/keys.js";
-import type { EvidenceRecord, UnsealedEvidenceRecord } from "../../evidence/record.js";
-import type { Queryable } from "./database.js";
+import type { EvidenceRecord } from "../../evidence/record.js";
+import type { EvidenceStore } from "../evidence.js";
+import type { Database, Queryable } from "./database.js";
 
 /** Where an organization's chain ends: the last record's seq and digest (0 and null when empty). */
 export interface ChainHead {
@@ -89,7 +90,7 @@ export function toJsonLines(values: readonly unknown[]): string {
 }
 
 /** SQL for the evidence keys and the append-only, per-organization chain. */
-export const evidenceStore = {
+export const evidenceSql = {
   /** Every evidence key, oldest first. */
   async keys(q: Queryable): Promise<EvidenceKeyRow[]> {
     const { rows } = await q.query<EvidenceKeyRow>("SELECT kid, private_key_pem, public_jwk, active FROM evidence_keys ORDER BY created_at, kid");
@@ -176,4 +177,28 @@ export const evidenceStore = {
   },
 };
 
-export type { UnsealedEvidenceRecord };
+
+/** The EvidenceStore on Postgres. */
+export class PostgresEvidenceStore implements EvidenceStore {
+  constructor(private readonly db: Database) {}
+
+  keys(): Promise<EvidenceKeyRow[]> {
+    return evidenceSql.keys(this.db.pool);
+  }
+
+  activateKey(key: { kid: string; private_key_pem: string; public_jwk: object }): Promise<void> {
+    return this.db.transaction((tx) => evidenceSql.activateKey(tx, key));
+  }
+
+  get(organizationId: string, evidenceId: string): Promise<EvidenceRecord | null> {
+    return evidenceSql.get(this.db.pool, organizationId, evidenceId);
+  }
+
+  bySubject(organizationId: string, subjectId: string): Promise<EvidenceRecord[]> {
+    return evidenceSql.bySubject(this.db.pool, organizationId, subjectId);
+  }
+
+  page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }> {
+    return evidenceSql.page(this.db.pool, organizationId, afterSeq, limit);
+  }
+}

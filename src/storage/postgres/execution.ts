@@ -1,49 +1,13 @@
-import type { Queryable } from "./database.js";
-
-/** A stored execution receipt. */
-export interface ReceiptRow {
-  organization_id: string;
-  receipt_id: string;
-  capability_id: string;
-  decision_id: string;
-  reported_by: string;
-  status: "executed" | "failed" | "partial";
-  executed_fields: Record<string, string>;
-  reported_at: Date;
-  body_sha256: Buffer;
-  evidence_id: string;
-}
-
-/** A stored adapter report. */
-export interface AdapterReportRow {
-  organization_id: string;
-  report_id: string;
-  decision_id: string;
-  adapter_id: string;
-  operation: Record<string, string>;
-  comparison: "MATCHED" | "MISMATCHED";
-  differing_fields: string[];
-  body_sha256: Buffer;
-  evidence_id: string;
-}
-
-/** A stored reconciliation. */
-export interface ReconciliationRow {
-  reconciliation_id: string;
-  organization_id: string;
-  decision_id: string;
-  status: "MATCHED" | "MISMATCHED" | "EXECUTION_FAILED" | "PARTIAL" | "RECEIPT_MISSING" | "INDETERMINATE";
-  receipt_id: string;
-  reported_by: string;
-  reconciled_at: Date;
-  evidence_id: string;
-}
+import type { AdapterReportRow, ExecutionStore, ReceiptRow, ReconciliationRow, Recorded } from "../execution.js";
+import type { EvidenceEntry } from "../ledger.js";
+import type { Database, Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
 
 /** SQL for receipts, adapter reports and reconciliations. */
-export const executionStore = {
-  /** Sets the evidence id of a receipt or report inserted earlier in the same transaction. */
-  async setEvidence(q: Queryable, table: "execution_receipts" | "adapter_reports", organizationId: string, id: string, evidenceId: string): Promise<void> {
-    const key = table === "execution_receipts" ? "receipt_id" : "report_id";
+const executionSql = {
+  /** Sets the evidence id of a row inserted earlier in the same transaction. */
+  async setEvidence(q: Queryable, table: "execution_receipts" | "adapter_reports" | "reconciliations", organizationId: string, id: string, evidenceId: string): Promise<void> {
+    const key = { execution_receipts: "receipt_id", adapter_reports: "report_id", reconciliations: "reconciliation_id" }[table];
     await q.query(`UPDATE ${table} SET evidence_id = $3 WHERE organization_id = $1 AND ${key} = $2`, [organizationId, id, evidenceId]);
   },
 
@@ -51,7 +15,7 @@ export const executionStore = {
    * Inserts a receipt unless its id exists (a concurrent twin waits on the
    * primary key, then finds it); returns the stored receipt either way.
    */
-  async insertReceipt(q: Queryable, r: ReceiptRow): Promise<{ row: ReceiptRow; inserted: boolean }> {
+  async insertReceipt(q: Queryable, r: ReceiptRow): Promise<Recorded<ReceiptRow>> {
     const ins = await q.query<ReceiptRow>(
       `INSERT INTO execution_receipts (organization_id, receipt_id, capability_id, decision_id, reported_by, status, executed_fields, reported_at, body_sha256, evidence_id)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING RETURNING *`,
@@ -69,7 +33,7 @@ export const executionStore = {
   },
 
   /** Inserts an adapter report unless its id exists; returns the stored one either way. */
-  async insertReport(q: Queryable, r: AdapterReportRow): Promise<{ row: AdapterReportRow; inserted: boolean }> {
+  async insertReport(q: Queryable, r: AdapterReportRow): Promise<Recorded<AdapterReportRow>> {
     const ins = await q.query<AdapterReportRow>(
       `INSERT INTO adapter_reports (organization_id, report_id, decision_id, adapter_id, operation, comparison, differing_fields, body_sha256, evidence_id)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING *`,
@@ -89,3 +53,48 @@ export const executionStore = {
     );
   },
 };
+
+/**
+ * The ExecutionStore on Postgres. Each row is inserted first (its foreign keys share-lock
+ * what it refers to) and its evidence record appended after, under the chain lock, the lock
+ * order every writer keeps; the record's id is then set on the row.
+ */
+export class PostgresExecutionStore implements ExecutionStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  recordReceipt(receipt: Omit<ReceiptRow, "evidence_id">, evidence: EvidenceEntry): Promise<Recorded<ReceiptRow>> {
+    return this.db.transaction(async (tx) => {
+      const stored = await executionSql.insertReceipt(tx, { ...receipt, evidence_id: "" });
+      if (!stored.inserted) return stored;
+      const [record] = await this.chain.append(tx, [evidence]);
+      await executionSql.setEvidence(tx, "execution_receipts", receipt.organization_id, receipt.receipt_id, record!.evidence_id);
+      return { row: { ...stored.row, evidence_id: record!.evidence_id }, inserted: true };
+    });
+  }
+
+  recordAdapterReport(report: Omit<AdapterReportRow, "evidence_id">, evidence: EvidenceEntry): Promise<Recorded<AdapterReportRow>> {
+    return this.db.transaction(async (tx) => {
+      const stored = await executionSql.insertReport(tx, { ...report, evidence_id: "" });
+      if (!stored.inserted) return stored;
+      const [record] = await this.chain.append(tx, [evidence]);
+      await executionSql.setEvidence(tx, "adapter_reports", report.organization_id, report.report_id, record!.evidence_id);
+      return { row: { ...stored.row, evidence_id: record!.evidence_id }, inserted: true };
+    });
+  }
+
+  receipts(organizationId: string, decisionId: string): Promise<ReceiptRow[]> {
+    return executionSql.receipts(this.db.pool, organizationId, decisionId);
+  }
+
+  recordReconciliation(reconciliation: Omit<ReconciliationRow, "evidence_id">, evidence: EvidenceEntry): Promise<ReconciliationRow> {
+    return this.db.transaction(async (tx) => {
+      await executionSql.insertReconciliation(tx, { ...reconciliation, evidence_id: "" });
+      const [record] = await this.chain.append(tx, [evidence]);
+      await executionSql.setEvidence(tx, "reconciliations", reconciliation.organization_id, reconciliation.reconciliation_id, record!.evidence_id);
+      return { ...reconciliation, evidence_id: record!.evidence_id };
+    });
+  }
+}

@@ -1,42 +1,26 @@
-import type { Queryable } from "./database.js";
+import { NotFoundError } from "../errors.js";
+import type {
+  AdapterRow,
+  ContractApproval,
+  ContractVersionRow,
+  IntegrationRow,
+  IntegrationStore,
+  NewAdapter,
+  NewIntegration,
+  ProposedContract,
+  ReporterRow,
+  StateChange,
+} from "../integrations.js";
+import type { EvidenceEntry } from "../ledger.js";
+import type { Database, Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
 
-/** An integration row with its contract versions and adapters. */
-export interface IntegrationRow {
-  integration_id: string;
-  organization_id: string;
-  name: string;
-  actions: string[];
-  state: "active" | "suspended" | "revoked";
-  created_at: Date;
-}
-
-/** A contract version row. */
-export interface ContractVersionRow {
-  integration_id: string;
-  version: number;
-  state: "proposed" | "active" | "superseded";
-  resource_path: string;
-  context_bindings: Record<string, string>;
-  author: string;
-  approver: string | null;
-  created_at: Date;
-}
-
-/** An adapter row. */
-export interface AdapterRow {
-  adapter_id: string;
-  integration_id: string;
-  name: string;
-  public_key: string;
-  state: "active" | "suspended" | "revoked";
-  role: "adapter" | "destination";
-  created_at: Date;
-}
+const ADAPTER_COLUMNS = "adapter_id, integration_id, name, public_key, state, role, created_at";
 
 /** SQL for integrations, contracts and adapters. */
-export const integrationStore = {
-  /** Inserts an integration and claims its actions; a unique violation on integration_actions_pkey means an action is taken. */
-  async insert(q: Queryable, i: Omit<IntegrationRow, "state" | "created_at">): Promise<void> {
+const integrationSql = {
+  /** Inserts an integration and claims its actions; a collision on integration_actions_pkey means an action is taken. */
+  async insert(q: Queryable, i: NewIntegration): Promise<void> {
     await q.query("INSERT INTO integrations (integration_id, organization_id, name, actions) VALUES ($1, $2, $3, $4)", [i.integration_id, i.organization_id, i.name, i.actions]);
     await q.query(
       "INSERT INTO integration_actions (organization_id, action, integration_id) SELECT $1, unnest($2::text[]), $3",
@@ -53,6 +37,12 @@ export const integrationStore = {
     return rows;
   },
 
+  /** Locks the organization's integration and returns it, or null. */
+  async lock(q: Queryable, organizationId: string, id: string): Promise<IntegrationRow | null> {
+    const { rows } = await q.query<IntegrationRow>("SELECT * FROM integrations WHERE organization_id = $1 AND integration_id = $2 FOR UPDATE", [organizationId, id]);
+    return rows[0] ?? null;
+  },
+
   /** Contract versions of these integrations. */
   async contracts(q: Queryable, integrationIds: readonly string[]): Promise<ContractVersionRow[]> {
     const { rows } = await q.query<ContractVersionRow>("SELECT * FROM contract_versions WHERE integration_id = ANY($1) ORDER BY integration_id, version", [integrationIds]);
@@ -61,22 +51,18 @@ export const integrationStore = {
 
   /** Adapters of these integrations. */
   async adapters(q: Queryable, integrationIds: readonly string[]): Promise<AdapterRow[]> {
-    const { rows } = await q.query<AdapterRow>(
-      "SELECT adapter_id, integration_id, name, public_key, state, role, created_at FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at",
-      [integrationIds],
-    );
+    const { rows } = await q.query<AdapterRow>(`SELECT ${ADAPTER_COLUMNS} FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at`, [integrationIds]);
     return rows;
   },
 
-  /** Sets the integration's state if it is currently in `from`; false otherwise. */
-  async setState(q: Queryable, organizationId: string, id: string, from: string, to: string): Promise<boolean> {
-    const r = await q.query("UPDATE integrations SET state = $4 WHERE organization_id = $1 AND integration_id = $2 AND state = $3", [organizationId, id, from, to]);
-    return r.rowCount === 1;
+  /** Sets the integration's state and returns it. */
+  async setState(q: Queryable, id: string, to: string): Promise<IntegrationRow> {
+    const { rows } = await q.query<IntegrationRow>("UPDATE integrations SET state = $2 WHERE integration_id = $1 RETURNING *", [id, to]);
+    return rows[0]!;
   },
 
-  /** Adds the next contract version as proposed. */
-  async insertContract(q: Queryable, c: { integration_id: string; resource_path: string; context_bindings: Record<string, string>; author: string }): Promise<ContractVersionRow> {
-    await q.query("SELECT 1 FROM integrations WHERE integration_id = $1 FOR UPDATE", [c.integration_id]);
+  /** Adds the next contract version as proposed (the integration row is locked first, so versions never collide). */
+  async insertContract(q: Queryable, c: ProposedContract): Promise<ContractVersionRow> {
     const { rows } = await q.query<ContractVersionRow>(
       `INSERT INTO contract_versions (integration_id, version, state, resource_path, context_bindings, author)
        SELECT $1, coalesce(max(version), 0) + 1, 'proposed', $2, $3, $4 FROM contract_versions WHERE integration_id = $1 RETURNING *`,
@@ -85,9 +71,13 @@ export const integrationStore = {
     return rows[0]!;
   },
 
-  /** Locks one contract version, or null. */
-  async lockContract(q: Queryable, integrationId: string, version: number): Promise<ContractVersionRow | null> {
-    const { rows } = await q.query<ContractVersionRow>("SELECT * FROM contract_versions WHERE integration_id = $1 AND version = $2 FOR UPDATE", [integrationId, version]);
+  /** Locks one contract version of the organization's integration, or null. */
+  async lockContract(q: Queryable, organizationId: string, integrationId: string, version: number): Promise<ContractVersionRow | null> {
+    const { rows } = await q.query<ContractVersionRow>(
+      `SELECT cv.* FROM contract_versions cv JOIN integrations i USING (integration_id)
+        WHERE i.organization_id = $1 AND cv.integration_id = $2 AND cv.version = $3 FOR UPDATE OF cv`,
+      [organizationId, integrationId, version],
+    );
     return rows[0] ?? null;
   },
 
@@ -97,32 +87,113 @@ export const integrationStore = {
     await q.query("UPDATE contract_versions SET state = 'active', approver = $3 WHERE integration_id = $1 AND version = $2", [integrationId, version, approver]);
   },
 
-  /** Registers an adapter; a unique violation means the key is taken. */
-  async insertAdapter(
-    q: Queryable,
-    a: { adapter_id: string; integration_id: string; organization_id: string; name: string; public_key: string; role: AdapterRow["role"] },
-  ): Promise<AdapterRow> {
+  /** Registers an adapter; a collision means the key is taken. */
+  async insertAdapter(q: Queryable, a: NewAdapter): Promise<AdapterRow> {
     const { rows } = await q.query<AdapterRow>(
       `INSERT INTO adapters (adapter_id, integration_id, organization_id, name, public_key, role) VALUES ($1, $2, $3, $4, $5, $6)
-       RETURNING adapter_id, integration_id, name, public_key, state, role, created_at`,
+       RETURNING ${ADAPTER_COLUMNS}`,
       [a.adapter_id, a.integration_id, a.organization_id, a.name, a.public_key, a.role],
     );
     return rows[0]!;
   },
 
-  /** Moves an adapter of the integration from one of `from` to `to`; null when it is missing or in another state. */
-  async setAdapterState(q: Queryable, organizationId: string, integrationId: string, adapterId: string, from: readonly string[], to: string): Promise<AdapterRow | null> {
+  /** Locks an adapter of the organization's integration and returns it, or null. */
+  async lockAdapter(q: Queryable, organizationId: string, integrationId: string, adapterId: string): Promise<AdapterRow | null> {
     const { rows } = await q.query<AdapterRow>(
-      `UPDATE adapters SET state = $5 WHERE organization_id = $1 AND integration_id = $2 AND adapter_id = $3 AND state = ANY($4::text[])
-       RETURNING adapter_id, integration_id, name, public_key, state, role, created_at`,
-      [organizationId, integrationId, adapterId, from, to],
+      `SELECT ${ADAPTER_COLUMNS} FROM adapters WHERE organization_id = $1 AND integration_id = $2 AND adapter_id = $3 FOR UPDATE`,
+      [organizationId, integrationId, adapterId],
     );
     return rows[0] ?? null;
   },
 
+  /** Sets an adapter's state and returns it. */
+  async setAdapterState(q: Queryable, adapterId: string, to: string): Promise<AdapterRow> {
+    const { rows } = await q.query<AdapterRow>(`UPDATE adapters SET state = $2 WHERE adapter_id = $1 RETURNING ${ADAPTER_COLUMNS}`, [adapterId, to]);
+    return rows[0]!;
+  },
+
   /** An adapter (any organization) by id, with its organization, for signature checks. */
-  async adapter(q: Queryable, adapterId: string): Promise<(AdapterRow & { organization_id: string }) | null> {
-    const { rows } = await q.query<AdapterRow & { organization_id: string }>("SELECT * FROM adapters WHERE adapter_id = $1", [adapterId]);
+  async adapter(q: Queryable, adapterId: string): Promise<ReporterRow | null> {
+    const { rows } = await q.query<ReporterRow>("SELECT * FROM adapters WHERE adapter_id = $1", [adapterId]);
     return rows[0] ?? null;
   },
 };
+
+/**
+ * The IntegrationStore on Postgres. Changes lock their row first and the evidence chain head
+ * last (the lock order every writer keeps).
+ */
+export class PostgresIntegrationStore implements IntegrationStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  create(integration: NewIntegration): Promise<void> {
+    return this.db.transaction((tx) => integrationSql.insert(tx, integration));
+  }
+
+  list(organizationId: string, integrationId?: string): Promise<IntegrationRow[]> {
+    return integrationSql.list(this.db.pool, organizationId, integrationId);
+  }
+
+  contracts(integrationIds: readonly string[]): Promise<ContractVersionRow[]> {
+    return integrationSql.contracts(this.db.pool, integrationIds);
+  }
+
+  adapters(integrationIds: readonly string[]): Promise<AdapterRow[]> {
+    return integrationSql.adapters(this.db.pool, integrationIds);
+  }
+
+  adapter(adapterId: string): Promise<ReporterRow | null> {
+    return integrationSql.adapter(this.db.pool, adapterId);
+  }
+
+  setState(organizationId: string, integrationId: string, step: (current: IntegrationRow) => StateChange<IntegrationRow["state"]>): Promise<IntegrationRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await integrationSql.lock(tx, organizationId, integrationId);
+      if (!current) throw new NotFoundError("integration");
+      const change = step(current);
+      const row = await integrationSql.setState(tx, integrationId, change.state);
+      await this.chain.append(tx, [change.evidence]);
+      return row;
+    });
+  }
+
+  proposeContract(organizationId: string, contract: ProposedContract): Promise<ContractVersionRow> {
+    return this.db.transaction(async (tx) => {
+      if (!(await integrationSql.lock(tx, organizationId, contract.integration_id))) throw new NotFoundError("integration");
+      return integrationSql.insertContract(tx, contract);
+    });
+  }
+
+  approveContract(organizationId: string, integrationId: string, version: number, step: (current: ContractVersionRow) => ContractApproval): Promise<ContractVersionRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await integrationSql.lockContract(tx, organizationId, integrationId, version);
+      if (!current) throw new NotFoundError("contract version");
+      const approval = step(current);
+      await integrationSql.activateContract(tx, integrationId, version, approval.approver);
+      await this.chain.append(tx, [approval.evidence]);
+      return { ...current, state: "active", approver: approval.approver };
+    });
+  }
+
+  registerAdapter(adapter: NewAdapter, evidence: EvidenceEntry): Promise<AdapterRow> {
+    return this.db.transaction(async (tx) => {
+      const row = await integrationSql.insertAdapter(tx, adapter);
+      await this.chain.append(tx, [evidence]);
+      return row;
+    });
+  }
+
+  setAdapterState(organizationId: string, integrationId: string, adapterId: string, step: (current: AdapterRow) => StateChange<AdapterRow["state"]>): Promise<AdapterRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await integrationSql.lockAdapter(tx, organizationId, integrationId, adapterId);
+      if (!current) throw new NotFoundError("adapter");
+      const change = step(current);
+      const row = await integrationSql.setAdapterState(tx, adapterId, change.state);
+      await this.chain.append(tx, [change.evidence]);
+      return row;
+    });
+  }
+}

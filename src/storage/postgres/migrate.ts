@@ -16,9 +16,8 @@ const MIGRATION_LOCK = 727_274_001;
  */
 export async function migrate(db: Database, afterMigrate?: () => Promise<void>): Promise<string[]> {
   const files = (await readdir(migrationsDir)).filter((f) => f.endsWith(".sql")).sort();
-  const lock = await db.pool.connect();
   const applied: string[] = [];
-  try {
+  await db.session(async (lock) => {
     await lock.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
     await lock.query(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
@@ -34,9 +33,7 @@ export async function migrate(db: Database, afterMigrate?: () => Promise<void>):
       applied.push(file);
     }
     if (afterMigrate) await afterMigrate();
-  } finally {
-    await lock.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]).catch(() => undefined);
-    lock.release();
-  }
+    await lock.query("SELECT pg_advisory_unlock($1)", [MIGRATION_LOCK]);
+  });
   return applied;
 }

@@ -1,29 +1,28 @@
-import type { Permission } from "../../base/caller.js";
-import type { Queryable } from "./database.js";
+import { NotFoundError } from "../errors.js";
+import type {
+  ApiKeyRow,
+  NewApiKey,
+  NewOrganization,
+  OrganizationRow,
+  OrganizationStateChange,
+  OrganizationStore,
+  SandboxCounts,
+  SandboxSignup,
+} from "../organizations.js";
+import type { InitialPolicy } from "../policies.js";
+import type { Database, Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
+import { policySql } from "./policies.js";
 
-/** An organization row. */
-export interface OrganizationRow {
-  organization_id: string;
-  name: string;
-  sandbox: boolean;
-  state: "active" | "suspended";
-  created_at: Date;
-}
+/** The advisory lock that serializes sandbox signups across replicas (transaction-scoped). */
+const SANDBOX_SIGNUP_LOCK = 727274002;
 
-/** An API key row (never the secret). */
-export interface ApiKeyRow {
-  key_id: string;
-  organization_id: string;
-  name: string;
-  permissions: Permission[];
-  created_at: Date;
-  revoked_at: Date | null;
-}
+/** The columns of an API key that are ever read back (never the secret's hash). */
+const KEY_COLUMNS = "key_id, organization_id, name, permissions, created_at, revoked_at";
 
 /** SQL for organizations, API keys and the sandbox ledger. */
-export const organizationStore = {
-  /** Inserts an organization. */
-  async insert(q: Queryable, org: { organization_id: string; name: string; sandbox: boolean }): Promise<OrganizationRow> {
+export const organizationSql = {
+  async insert(q: Queryable, org: NewOrganization): Promise<OrganizationRow> {
     const { rows } = await q.query<OrganizationRow>(
       "INSERT INTO organizations (organization_id, name, sandbox) VALUES ($1, $2, $3) RETURNING *",
       [org.organization_id, org.name, org.sandbox],
@@ -31,37 +30,33 @@ export const organizationStore = {
     return rows[0]!;
   },
 
-  /** Returns the organization, or null when it does not exist. */
-  async get(q: Queryable, organizationId: string): Promise<OrganizationRow | null> {
-    const { rows } = await q.query<OrganizationRow>("SELECT * FROM organizations WHERE organization_id = $1", [organizationId]);
+  /** The organization, or null; `lock` holds it for the transaction. */
+  async get(q: Queryable, organizationId: string, lock = false): Promise<OrganizationRow | null> {
+    // FOR NO KEY UPDATE, the lock an UPDATE of a non-key column takes: it does not wait for (nor
+    // block) writers of rows that reference the organization, which take FOR KEY SHARE.
+    const { rows } = await q.query<OrganizationRow>(`SELECT * FROM organizations WHERE organization_id = $1${lock ? " FOR NO KEY UPDATE" : ""}`, [organizationId]);
     return rows[0] ?? null;
   },
 
-  /** Moves an organization from `from` to `to`; null when it is not in `from` (or does not exist). */
-  async setState(q: Queryable, organizationId: string, from: OrganizationRow["state"], to: OrganizationRow["state"]): Promise<OrganizationRow | null> {
-    const { rows } = await q.query<OrganizationRow>("UPDATE organizations SET state = $3 WHERE organization_id = $1 AND state = $2 RETURNING *", [organizationId, from, to]);
-    return rows[0] ?? null;
+  async setState(q: Queryable, organizationId: string, state: OrganizationRow["state"]): Promise<OrganizationRow> {
+    const { rows } = await q.query<OrganizationRow>("UPDATE organizations SET state = $2 WHERE organization_id = $1 RETURNING *", [organizationId, state]);
+    return rows[0]!;
   },
 
-  /** Inserts an API key by the SHA-256 of its secret. */
-  async insertKey(
-    q: Queryable,
-    key: { key_id: string; organization_id: string; name: string; secret_sha256: Buffer; permissions: readonly Permission[] },
-  ): Promise<ApiKeyRow> {
+  async insertKey(q: Queryable, key: NewApiKey): Promise<ApiKeyRow> {
     const { rows } = await q.query<ApiKeyRow>(
       `INSERT INTO api_keys (key_id, organization_id, name, secret_sha256, permissions)
        VALUES ($1, $2, $3, $4, $5)
-       RETURNING key_id, organization_id, name, permissions, created_at, revoked_at`,
+       RETURNING ${KEY_COLUMNS}`,
       [key.key_id, key.organization_id, key.name, key.secret_sha256, key.permissions],
     );
     return rows[0]!;
   },
 
-  /** The unrevoked key of each secret hash, in order; null for an unknown or revoked one. */
   async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
     const { rows } = await q.query<ApiKeyRow & { secret_sha256: Buffer }>({
       name: "api_keys_find_live",
-      text: `SELECT key_id, organization_id, name, permissions, created_at, revoked_at, secret_sha256
+      text: `SELECT ${KEY_COLUMNS}, secret_sha256
                FROM api_keys WHERE secret_sha256 = ANY($1::bytea[]) AND revoked_at IS NULL`,
       values: [secretSha256s],
     });
@@ -69,54 +64,110 @@ export const organizationStore = {
     return secretSha256s.map((h) => byHash.get(h.toString("hex")) ?? null);
   },
 
-  /** Lists an organization's keys, oldest first. */
   async listKeys(q: Queryable, organizationId: string): Promise<ApiKeyRow[]> {
-    const { rows } = await q.query<ApiKeyRow>(
-      `SELECT key_id, organization_id, name, permissions, created_at, revoked_at
-         FROM api_keys WHERE organization_id = $1 ORDER BY created_at, key_id`,
-      [organizationId],
-    );
+    const { rows } = await q.query<ApiKeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 ORDER BY created_at, key_id`, [organizationId]);
     return rows;
   },
 
-  /** Revokes a key of the organization (idempotent); null when no such key in that organization. */
   async revokeKey(q: Queryable, organizationId: string, keyId: string): Promise<ApiKeyRow | null> {
     const { rows } = await q.query<ApiKeyRow>(
       `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
         WHERE organization_id = $1 AND key_id = $2
-        RETURNING key_id, organization_id, name, permissions, created_at, revoked_at`,
+        RETURNING ${KEY_COLUMNS}`,
       [organizationId, keyId],
     );
     return rows[0] ?? null;
   },
 
-  /**
-   * Records a sandbox signup if every limit still holds, atomically across
-   * replicas: a transaction-scoped advisory lock serializes signups, so the
-   * counts and the insert cannot interleave. Returns the violated limit, or null.
-   */
-  async recordSandboxSignup(
-    q: Queryable,
-    signup: { organization_id: string; email: string; client_address: string },
-    limits: { perAddressPerHour: number; perEmailPerDay: number; maxOrgs: number },
-  ): Promise<"per_address" | "per_email" | "total" | null> {
-    await q.query("SELECT pg_advisory_xact_lock(727274002)");
-    const { rows } = await q.query<{ by_address: number; by_email: number; total: number }>(
+  /** Takes the sandbox signup lock until the transaction ends, then counts the signups as they stand. */
+  async lockSandboxCounts(q: Queryable, signup: SandboxSignup): Promise<SandboxCounts> {
+    await q.query(`SELECT pg_advisory_xact_lock(${SANDBOX_SIGNUP_LOCK})`);
+    const { rows } = await q.query<SandboxCounts>(
       `SELECT
-         (SELECT count(*) FROM sandbox_signups WHERE client_address = $1 AND created_at > now() - interval '1 hour')::int AS by_address,
-         (SELECT count(*) FROM sandbox_signups WHERE email = $2 AND created_at > now() - interval '1 day')::int AS by_email,
+         (SELECT count(*) FROM sandbox_signups WHERE client_address = $1 AND created_at > now() - interval '1 hour')::int AS "byAddressLastHour",
+         (SELECT count(*) FROM sandbox_signups WHERE email = $2 AND created_at > now() - interval '1 day')::int AS "byEmailLastDay",
          (SELECT count(*) FROM sandbox_signups)::int AS total`,
       [signup.client_address, signup.email],
     );
-    const counts = rows[0]!;
-    if (counts.total >= limits.maxOrgs) return "total";
-    if (counts.by_address >= limits.perAddressPerHour) return "per_address";
-    if (counts.by_email >= limits.perEmailPerDay) return "per_email";
-    await q.query("INSERT INTO sandbox_signups (organization_id, email, client_address) VALUES ($1, $2, $3)", [
-      signup.organization_id,
-      signup.email,
-      signup.client_address,
-    ]);
-    return null;
+    return rows[0]!;
+  },
+
+  async insertSandboxSignup(q: Queryable, organizationId: string, signup: SandboxSignup): Promise<void> {
+    await q.query("INSERT INTO sandbox_signups (organization_id, email, client_address) VALUES ($1, $2, $3)", [organizationId, signup.email, signup.client_address]);
   },
 };
+
+/**
+ * The OrganizationStore on Postgres. A new organization's first policy is installed with the
+ * policy store's SQL in the creating transaction; state changes append their evidence to `chain`.
+ */
+export class PostgresOrganizationStore implements OrganizationStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  create(org: NewOrganization, key: NewApiKey, policy: InitialPolicy): Promise<{ org: OrganizationRow; key: ApiKeyRow }> {
+    return this.db.transaction((tx) => this.createWithin(tx, org, key, policy));
+  }
+
+  createSandbox(
+    org: NewOrganization,
+    key: NewApiKey,
+    policy: InitialPolicy,
+    signup: SandboxSignup,
+    admit: (counts: SandboxCounts) => void,
+  ): Promise<{ org: OrganizationRow; key: ApiKeyRow }> {
+    return this.db.transaction((tx) =>
+      this.createWithin(tx, org, key, policy, async () => {
+        admit(await organizationSql.lockSandboxCounts(tx, signup));
+        await organizationSql.insertSandboxSignup(tx, org.organization_id, signup);
+      }),
+    );
+  }
+
+  /** The organization, then (for a sandbox) its signup, its first policy, its first key. */
+  private async createWithin(
+    tx: Queryable,
+    org: NewOrganization,
+    key: NewApiKey,
+    policy: InitialPolicy,
+    signUp?: () => Promise<void>,
+  ): Promise<{ org: OrganizationRow; key: ApiKeyRow }> {
+    const created = await organizationSql.insert(tx, org);
+    await signUp?.();
+    await policySql.installInitial(tx, org.organization_id, policy);
+    return { org: created, key: await organizationSql.insertKey(tx, key) };
+  }
+
+  get(organizationId: string): Promise<OrganizationRow | null> {
+    return organizationSql.get(this.db.pool, organizationId);
+  }
+
+  changeState(organizationId: string, step: (current: OrganizationRow) => OrganizationStateChange): Promise<OrganizationRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await organizationSql.get(tx, organizationId, true);
+      if (!current) throw new NotFoundError("organization");
+      const change = step(current);
+      const changed = await organizationSql.setState(tx, organizationId, change.state);
+      await this.chain.append(tx, [{ organizationId, subjectId: organizationId, ...change.evidence }]);
+      return changed;
+    });
+  }
+
+  createKey(key: NewApiKey): Promise<ApiKeyRow> {
+    return organizationSql.insertKey(this.db.pool, key);
+  }
+
+  liveKeys(secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
+    return organizationSql.findLiveKeys(this.db.pool, secretSha256s);
+  }
+
+  listKeys(organizationId: string): Promise<ApiKeyRow[]> {
+    return organizationSql.listKeys(this.db.pool, organizationId);
+  }
+
+  revokeKey(organizationId: string, keyId: string): Promise<ApiKeyRow | null> {
+    return organizationSql.revokeKey(this.db.pool, organizationId, keyId);
+  }
+}

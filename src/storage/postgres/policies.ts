@@ -1,44 +1,27 @@
-import type { Queryable } from "./database.js";
+import { NotFoundError } from "../errors.js";
+import type {
+  GovernanceDocumentRow,
+  GovernanceDocumentSummary,
+  GraphVersionRow,
+  InitialPolicy,
+  NewPolicyVersion,
+  PolicyHead,
+  PolicyStore,
+  PolicySummary,
+  PolicyVersionChange,
+  PolicyVersionRow,
+  Publication,
+  PublicationBasis,
+} from "../policies.js";
+import type { Database, Queryable } from "./database.js";
+import type { EvidenceChain } from "./evidence-chain.js";
 
-/** A policy version row. */
-export interface PolicyVersionRow {
-  organization_id: string;
-  policy_key: string;
-  version: number;
-  state: "draft" | "in_review" | "approved" | "active" | "superseded";
-  source: { rules?: unknown; rules_yaml?: string; rego?: string };
-  rego: string;
-  author: string;
-  approver: string | null;
-  created_at: Date;
-  published_at: Date | null;
-}
-
-/** What an organization evaluates against. */
-export interface PolicyHead {
-  bundle_digest: string;
-  policy_versions: Record<string, number>;
-  graph_version: number;
-}
-
-/** A graph version row. */
-export interface GraphVersionRow {
-  organization_id: string;
-  version: number;
-  state: "draft" | "active" | "superseded";
-  graph: unknown;
-  created_at: Date;
-  published_at: Date | null;
-}
-
-/** SQL for policies, graph versions, governance documents and bundles. */
-export const policyStore = {
-  /** Stores a bundle once per digest. */
+/** SQL for policies, graph versions, governance documents, bundles and heads. */
+export const policySql = {
   async putBundle(q: Queryable, digest: string, bundle: Buffer): Promise<void> {
     await q.query("INSERT INTO policy_bundles (digest, bundle) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING", [digest, bundle]);
   },
 
-  /** The bundle bytes, or null. */
   async bundle(q: Queryable, digest: string): Promise<Buffer | null> {
     const { rows } = await q.query<{ bundle: Buffer }>("SELECT bundle FROM policy_bundles WHERE digest = $1", [digest]);
     return rows[0]?.bundle ?? null;
@@ -62,17 +45,15 @@ export const policyStore = {
     );
   },
 
-  /** Creates a policy; a unique violation means the key is taken. */
+  /** Creates a policy; a collision on policies_pkey means the key is taken. */
   async insertPolicy(q: Queryable, organizationId: string, policyKey: string, description: string): Promise<void> {
     await q.query("INSERT INTO policies (organization_id, policy_key, description) VALUES ($1, $2, $3)", [organizationId, policyKey, description]);
   },
 
-  /** Adds the next version of a policy (numbered under the policy row's lock). */
-  async insertVersion(
-    q: Queryable,
-    v: { organization_id: string; policy_key: string; state: PolicyVersionRow["state"]; source: object; rego: string; author: string },
-  ): Promise<PolicyVersionRow> {
-    await q.query("SELECT 1 FROM policies WHERE organization_id = $1 AND policy_key = $2 FOR UPDATE", [v.organization_id, v.policy_key]);
+  /** Adds the next version of a policy (numbered under the policy row's lock); null when there is no such policy. */
+  async insertVersion(q: Queryable, v: NewPolicyVersion): Promise<PolicyVersionRow | null> {
+    const locked = await q.query("SELECT 1 FROM policies WHERE organization_id = $1 AND policy_key = $2 FOR UPDATE", [v.organization_id, v.policy_key]);
+    if (locked.rows.length === 0) return null;
     const { rows } = await q.query<PolicyVersionRow>(
       `INSERT INTO policy_versions (organization_id, policy_key, version, state, source, rego, author, published_at)
        SELECT $1, $2, coalesce(max(version), 0) + 1, $3, $4, $5, $6, CASE WHEN $3 = 'active' THEN now() END
@@ -83,13 +64,28 @@ export const policyStore = {
     return rows[0]!;
   },
 
-  /** Policies of the organization with their descriptions. */
-  async policies(q: Queryable, organizationId: string): Promise<{ policy_key: string; description: string }[]> {
-    const { rows } = await q.query("SELECT policy_key, description FROM policies WHERE organization_id = $1 ORDER BY policy_key", [organizationId]);
+  /**
+   * Installs a new organization's first policy, active, and points its head at the policy's
+   * bundle (already stored), inside the transaction creating the organization.
+   */
+  async installInitial(q: Queryable, organizationId: string, policy: InitialPolicy): Promise<void> {
+    await policySql.insertPolicy(q, organizationId, policy.policy_key, policy.description);
+    await policySql.insertVersion(q, {
+      organization_id: organizationId,
+      policy_key: policy.policy_key,
+      state: "active",
+      source: policy.source,
+      rego: policy.rego,
+      author: policy.author,
+    });
+    await policySql.setHead(q, organizationId, policy.head);
+  },
+
+  async policies(q: Queryable, organizationId: string): Promise<PolicySummary[]> {
+    const { rows } = await q.query<PolicySummary>("SELECT policy_key, description FROM policies WHERE organization_id = $1 ORDER BY policy_key", [organizationId]);
     return rows;
   },
 
-  /** Versions of the organization's policies (one policy when `policyKey` is given), in version order. */
   async versions(q: Queryable, organizationId: string, policyKey?: string): Promise<PolicyVersionRow[]> {
     const { rows } = await q.query<PolicyVersionRow>(
       `SELECT * FROM policy_versions WHERE organization_id = $1 AND ($2::text IS NULL OR policy_key = $2) ORDER BY policy_key, version`,
@@ -107,14 +103,23 @@ export const policyStore = {
     return rows[0] ?? null;
   },
 
-  /** Sets a version's state (and approver / publication time when given). */
-  async setVersionState(q: Queryable, organizationId: string, policyKey: string, version: number, state: PolicyVersionRow["state"], approver?: string): Promise<void> {
-    await q.query(
+  /** Sets a version's state (and approver when given; the publication time when it becomes active); returns it. */
+  async setVersionState(
+    q: Queryable,
+    organizationId: string,
+    policyKey: string,
+    version: number,
+    state: PolicyVersionRow["state"],
+    approver: string | null = null,
+  ): Promise<PolicyVersionRow> {
+    const { rows } = await q.query<PolicyVersionRow>(
       `UPDATE policy_versions SET state = $4, approver = coalesce($5, approver),
               published_at = CASE WHEN $4 = 'active' THEN now() ELSE published_at END
-        WHERE organization_id = $1 AND policy_key = $2 AND version = $3`,
-      [organizationId, policyKey, version, state, approver ?? null],
+        WHERE organization_id = $1 AND policy_key = $2 AND version = $3
+        RETURNING *`,
+      [organizationId, policyKey, version, state, approver],
     );
+    return rows[0]!;
   },
 
   /** The active version of each policy (the modules of the next bundle). */
@@ -126,9 +131,8 @@ export const policyStore = {
     return rows;
   },
 
-  /** Stores a governance document. */
-  async insertDocument(q: Queryable, d: { document_id: string; organization_id: string; kind: string; format: string; content: string }) {
-    const { rows } = await q.query<{ document_id: string; kind: string; format: string; created_at: Date }>(
+  async insertDocument(q: Queryable, d: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary> {
+    const { rows } = await q.query<GovernanceDocumentSummary>(
       `INSERT INTO governance_documents (document_id, organization_id, kind, format, content) VALUES ($1, $2, $3, $4, $5)
        RETURNING document_id, kind, format, created_at`,
       [d.document_id, d.organization_id, d.kind, d.format, d.content],
@@ -136,9 +140,8 @@ export const policyStore = {
     return rows[0]!;
   },
 
-  /** The organization's documents (all, or the given ids), oldest first. */
-  async documents(q: Queryable, organizationId: string, ids?: readonly string[]) {
-    const { rows } = await q.query<{ document_id: string; kind: string; format: string; content: string; created_at: Date }>(
+  async documents(q: Queryable, organizationId: string, ids?: readonly string[]): Promise<Omit<GovernanceDocumentRow, "organization_id">[]> {
+    const { rows } = await q.query<Omit<GovernanceDocumentRow, "organization_id">>(
       `SELECT document_id, kind, format, content, created_at FROM governance_documents
         WHERE organization_id = $1 AND ($2::text[] IS NULL OR document_id = ANY($2)) ORDER BY created_at, document_id`,
       [organizationId, ids && ids.length ? ids : null],
@@ -146,7 +149,7 @@ export const policyStore = {
     return rows;
   },
 
-  /** Adds the next graph version as a draft. */
+  /** Adds the next graph version as a draft, numbered under a per-organization advisory lock. */
   async insertGraphVersion(q: Queryable, organizationId: string, graph: unknown, author: string): Promise<GraphVersionRow> {
     await q.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`graph:${organizationId}`]);
     const { rows } = await q.query<GraphVersionRow>(
@@ -175,3 +178,117 @@ export const policyStore = {
     await q.query("UPDATE graph_versions SET state = 'active', published_at = now() WHERE organization_id = $1 AND version = $2", [organizationId, version]);
   },
 };
+
+/** The PolicyStore on Postgres; publications append their evidence to `chain` in their transaction. */
+export class PostgresPolicyStore implements PolicyStore {
+  constructor(
+    private readonly db: Database,
+    private readonly chain: EvidenceChain,
+  ) {}
+
+  putBundle(digest: string, bundle: Buffer): Promise<void> {
+    return policySql.putBundle(this.db.pool, digest, bundle);
+  }
+
+  bundle(digest: string): Promise<Buffer | null> {
+    return policySql.bundle(this.db.pool, digest);
+  }
+
+  head(organizationId: string): Promise<PolicyHead | null> {
+    return policySql.head(this.db.pool, organizationId);
+  }
+
+  createPolicy(description: string, first: NewPolicyVersion): Promise<PolicyVersionRow> {
+    return this.db.transaction(async (tx) => {
+      await policySql.insertPolicy(tx, first.organization_id, first.policy_key, description);
+      return (await policySql.insertVersion(tx, first))!;
+    });
+  }
+
+  addVersion(version: NewPolicyVersion): Promise<PolicyVersionRow> {
+    return this.db.transaction(async (tx) => {
+      const row = await policySql.insertVersion(tx, version);
+      if (!row) throw new NotFoundError("policy");
+      return row;
+    });
+  }
+
+  policies(organizationId: string): Promise<PolicySummary[]> {
+    return policySql.policies(this.db.pool, organizationId);
+  }
+
+  versions(organizationId: string, policyKey?: string): Promise<PolicyVersionRow[]> {
+    return policySql.versions(this.db.pool, organizationId, policyKey);
+  }
+
+  changeVersion(organizationId: string, policyKey: string, version: number, step: (current: PolicyVersionRow) => PolicyVersionChange): Promise<PolicyVersionRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await policySql.lockVersion(tx, organizationId, policyKey, version);
+      if (!current) throw new NotFoundError("policy version");
+      const change = step(current);
+      return policySql.setVersionState(tx, organizationId, policyKey, version, change.state, change.approver);
+    });
+  }
+
+  publishVersion(
+    organizationId: string,
+    policyKey: string,
+    version: number,
+    publish: (target: PolicyVersionRow, basis: PublicationBasis) => Promise<Publication>,
+  ): Promise<PolicyVersionRow> {
+    return this.db.transaction(async (tx) => {
+      await policySql.head(tx, organizationId, true);
+      const target = await policySql.lockVersion(tx, organizationId, policyKey, version);
+      if (!target) throw new NotFoundError("policy version");
+      const basis = await this.basis(tx, organizationId);
+      const publication = await publish(target, basis);
+      await this.storeHead(tx, organizationId, publication);
+      for (const m of basis.activeVersions) {
+        if (m.policy_key === policyKey) await policySql.setVersionState(tx, organizationId, policyKey, m.version, "superseded");
+      }
+      await policySql.setVersionState(tx, organizationId, policyKey, version, "active");
+      await this.chain.append(tx, [{ organizationId, ...publication.evidence }]);
+      return { ...target, state: "active" as const };
+    });
+  }
+
+  addDocument(document: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary> {
+    return policySql.insertDocument(this.db.pool, document);
+  }
+
+  documents(organizationId: string, ids?: readonly string[]): Promise<Omit<GovernanceDocumentRow, "organization_id">[]> {
+    return policySql.documents(this.db.pool, organizationId, ids);
+  }
+
+  addGraphVersion(organizationId: string, graph: unknown, author: string): Promise<GraphVersionRow> {
+    return this.db.transaction((tx) => policySql.insertGraphVersion(tx, organizationId, graph, author));
+  }
+
+  activeGraph(organizationId: string): Promise<GraphVersionRow | null> {
+    return policySql.graphVersion(this.db.pool, organizationId, null);
+  }
+
+  publishGraph(organizationId: string, version: number, publish: (target: GraphVersionRow, basis: PublicationBasis) => Promise<Publication>): Promise<GraphVersionRow> {
+    return this.db.transaction(async (tx) => {
+      await policySql.head(tx, organizationId, true);
+      const target = await policySql.graphVersion(tx, organizationId, version);
+      if (!target) throw new NotFoundError("graph version");
+      const publication = await publish(target, await this.basis(tx, organizationId));
+      await this.storeHead(tx, organizationId, publication);
+      await policySql.activateGraph(tx, organizationId, version);
+      await this.chain.append(tx, [{ organizationId, ...publication.evidence }]);
+      return { ...target, state: "active" as const };
+    });
+  }
+
+  /** What a publication is built from, read under the publication lock. */
+  private async basis(tx: Queryable, organizationId: string): Promise<PublicationBasis> {
+    return { activeVersions: await policySql.activeVersions(tx, organizationId), activeGraph: await policySql.graphVersion(tx, organizationId, null) };
+  }
+
+  /** Stores a publication's bundle and points the organization's head at it. */
+  private async storeHead(tx: Queryable, organizationId: string, publication: Publication): Promise<void> {
+    await policySql.putBundle(tx, publication.bundle.digest, publication.bundle.bytes);
+    await policySql.setHead(tx, organizationId, publication.head);
+  }
+}

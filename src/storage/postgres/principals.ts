@@ -1,20 +1,10 @@
 import type { Cursor } from "../../base/pagination.js";
-import type { Queryable } from "./database.js";
+import type { NewPrincipal, PrincipalRow, PrincipalStore } from "../principals.js";
+import type { Database, Queryable } from "./database.js";
 
-/** A principal row. */
-export interface PrincipalRow {
-  principal_id: string;
-  organization_id: string;
-  display_name: string;
-  kind: "person" | "role" | "org_unit" | "service";
-  external_ref: string | null;
-  created_at: Date;
-}
-
-/** SQL for principals. */
-export const principalStore = {
-  /** Inserts; throws a unique violation (principals_organization_id_external_ref_key) for a duplicate external_ref. */
-  async insert(q: Queryable, p: Omit<PrincipalRow, "created_at">): Promise<PrincipalRow> {
+/** SQL for principals (also for other stores that read a principal inside their own transaction). */
+export const principalSql = {
+  async insert(q: Queryable, p: NewPrincipal): Promise<PrincipalRow> {
     const { rows } = await q.query<PrincipalRow>(
       `INSERT INTO principals (principal_id, organization_id, display_name, kind, external_ref)
        VALUES ($1, $2, $3, $4, $5) RETURNING *`,
@@ -32,7 +22,6 @@ export const principalStore = {
     return rows[0] ?? null;
   },
 
-  /** A page in (created_at, principal_id) order after `after`. */
   async list(q: Queryable, organizationId: string, after: Cursor | null, limit: number): Promise<PrincipalRow[]> {
     const { rows } = await q.query<PrincipalRow>(
       `SELECT * FROM principals WHERE organization_id = $1
@@ -43,7 +32,6 @@ export const principalStore = {
     return rows;
   },
 
-  /** The external_refs of the organization's principals (the graph references principals by them). */
   async externalRefs(q: Queryable, organizationId: string): Promise<Set<string>> {
     const { rows } = await q.query<{ external_ref: string }>(
       "SELECT external_ref FROM principals WHERE organization_id = $1 AND external_ref IS NOT NULL",
@@ -52,3 +40,24 @@ export const principalStore = {
     return new Set(rows.map((r) => r.external_ref));
   },
 };
+
+/** The PrincipalStore on Postgres. */
+export class PostgresPrincipalStore implements PrincipalStore {
+  constructor(private readonly db: Database) {}
+
+  create(principal: NewPrincipal): Promise<PrincipalRow> {
+    return principalSql.insert(this.db.pool, principal);
+  }
+
+  get(organizationId: string, principalId: string): Promise<PrincipalRow | null> {
+    return principalSql.get(this.db.pool, organizationId, principalId);
+  }
+
+  list(organizationId: string, after: Cursor | null, limit: number): Promise<PrincipalRow[]> {
+    return principalSql.list(this.db.pool, organizationId, after, limit);
+  }
+
+  externalRefs(organizationId: string): Promise<Set<string>> {
+    return principalSql.externalRefs(this.db.pool, organizationId);
+  }
+}

@@ -5,16 +5,7 @@ import { createClient } from "redis";
 const CONSUME = readFileSync(new URL("./consume.lua", import.meta.url), "utf8");
 const CONSUME_SHA = createHash("sha1").update(CONSUME).digest("hex");
 
-/** What the Lua consume answered. */
-export type MirrorVerdict = "OK" | "CONSUMED" | "INACTIVE" | "MISS";
-
-/** Live states the consume script checks, as Postgres knows them. */
-export interface LiveStates {
-  organization: string;
-  agent: string;
-  /** Present when the capability is bound to an integration: "active" only if it and its adapters are. */
-  integration?: string;
-}
+import type { CapabilityMirror, LiveStates, MirroredCapability, MirrorVerdict } from "../capability-mirror.js";
 
 type Client = ReturnType<typeof createClient>;
 
@@ -24,7 +15,7 @@ type Client = ReturnType<typeof createClient>;
  * by one Lua script. Every key of one organization shares its hash tag, so the
  * script stays atomic on Redis Cluster. Postgres remains the durable arbiter.
  */
-export class CapabilityMirror {
+export class RedisCapabilityMirror implements CapabilityMirror {
   private constructor(private readonly client: Client) {}
 
   /**
@@ -32,7 +23,7 @@ export class CapabilityMirror {
    * start and serve while Redis is down. Commands fail fast while disconnected
    * (callers fall back to Postgres) and the client keeps reconnecting.
    */
-  static connect(url: string): CapabilityMirror {
+  static connect(url: string): RedisCapabilityMirror {
     const client = createClient({
       url,
       disableOfflineQueue: true,
@@ -40,7 +31,7 @@ export class CapabilityMirror {
     });
     client.on("error", () => undefined);
     client.connect().catch(() => undefined);
-    return new CapabilityMirror(client);
+    return new RedisCapabilityMirror(client);
   }
 
   private key(organizationId: string, kind: string, id = ""): string {
@@ -48,7 +39,7 @@ export class CapabilityMirror {
   }
 
   /** Runs the consume script for one capability. */
-  async consume(c: { organizationId: string; agentId: string; integrationId: string | null; capabilityId: string; ttlMs: number }): Promise<MirrorVerdict> {
+  async consume(c: MirroredCapability): Promise<MirrorVerdict> {
     const keys = [
       this.key(c.organizationId, "org"),
       this.key(c.organizationId, "agent", c.agentId),
@@ -65,7 +56,7 @@ export class CapabilityMirror {
   }
 
   /** Writes the live states read from Postgres (after a restart or flush emptied the mirror). */
-  async restore(c: { organizationId: string; agentId: string; integrationId: string | null }, states: LiveStates): Promise<void> {
+  async restore(c: Omit<MirroredCapability, "capabilityId" | "ttlMs">, states: LiveStates): Promise<void> {
     const multi = this.client.multi().set(this.key(c.organizationId, "org"), states.organization).set(this.key(c.organizationId, "agent", c.agentId), states.agent);
     if (c.integrationId && states.integration) multi.set(this.key(c.organizationId, "integration", c.integrationId), states.integration);
     await multi.exec();

@@ -1,0 +1,40 @@
+/** What the mirror's atomic consume answered. */
+export type MirrorVerdict = "OK" | "CONSUMED" | "INACTIVE" | "MISS";
+
+/** Live states the mirror's consume checks, as the durable store knows them. */
+export interface LiveStates {
+  organization: string;
+  agent: string;
+  /** Present when the capability is bound to an integration: "active" only if it and its adapters are. */
+  integration?: string;
+}
+
+/** The capability a mirror consume is about, and what it depends on. */
+export interface MirroredCapability {
+  organizationId: string;
+  agentId: string;
+  integrationId: string | null;
+  capabilityId: string;
+  /** How long the consumed marker must outlive the capability's expiry. */
+  ttlMs: number;
+}
+
+/**
+ * A fast, non-durable mirror of what a Capability's consume depends on, with a consumed
+ * marker per Capability, checked and set in one atomic step, so that replays are refused
+ * without touching the durable store. The durable store stays the arbiter: a mirror may lose
+ * everything at any time (MISS), and every call may fail while it is unreachable.
+ */
+export interface CapabilityMirror {
+  /** Checks the mirrored states and sets the consumed marker atomically; MISS when the mirror lacks a state it needs. */
+  consume(c: MirroredCapability): Promise<MirrorVerdict>;
+  /** Writes the states a capability depends on, as read from the durable store (after a MISS). */
+  restore(c: Omit<MirroredCapability, "capabilityId" | "ttlMs">, states: LiveStates): Promise<void>;
+  /** Clears a consumed marker the durable store did not confirm. */
+  release(organizationId: string, capabilityId: string): Promise<void>;
+  /** Mirrors a committed lifecycle change. */
+  setOrganization(organizationId: string, state: string): Promise<void>;
+  setAgent(organizationId: string, agentId: string, state: string): Promise<void>;
+  setIntegration(organizationId: string, integrationId: string, state: string): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,19 @@
+import type { EvidenceKeyRow } from "../evidence/keys.js";
+import type { EvidenceRecord } from "../evidence/record.js";
+
+/**
+ * The evidence chain as stored, and the keys that sign it. Records are appended only through
+ * the Ledger (storage/ledger.ts) and the stores whose changes they state; this reads them.
+ */
+export interface EvidenceStore {
+  /** Every signing key, oldest first; only the active one has its private half. */
+  keys(): Promise<EvidenceKeyRow[]>;
+  /** Makes `key` the only active key; earlier keys keep their public half (old records keep verifying) and lose their private one. */
+  activateKey(key: { kid: string; private_key_pem: string; public_jwk: object }): Promise<void>;
+  /** One record of the organization, or null. */
+  get(organizationId: string, evidenceId: string): Promise<EvidenceRecord | null>;
+  /** Records about one subject (an agent, a decision…), oldest first. */
+  bySubject(organizationId: string, subjectId: string): Promise<EvidenceRecord[]>;
+  /** Up to `limit` records of the chain after position `afterSeq`, in order, and whether more follow. */
+  page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }>;
+}

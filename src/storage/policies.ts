@@ -1,0 +1,174 @@
+/** A policy version as stored. */
+export interface PolicyVersionRow {
+  organization_id: string;
+  policy_key: string;
+  version: number;
+  state: "draft" | "in_review" | "approved" | "active" | "superseded";
+  source: { rules?: unknown; rules_yaml?: string; rego?: string };
+  rego: string;
+  author: string;
+  approver: string | null;
+  created_at: Date;
+  published_at: Date | null;
+}
+
+/** A version to add: numbered by the store (one more than the policy's last). */
+export interface NewPolicyVersion {
+  organization_id: string;
+  policy_key: string;
+  state: PolicyVersionRow["state"];
+  source: object;
+  rego: string;
+  author: string;
+}
+
+/** A policy's key and description (its versions are read apart). */
+export interface PolicySummary {
+  policy_key: string;
+  description: string;
+}
+
+/** What an organization evaluates against: a stored bundle and what was compiled into it. */
+export interface PolicyHead {
+  bundle_digest: string;
+  policy_versions: Record<string, number>;
+  graph_version: number;
+}
+
+/** An authority graph version as stored. */
+export interface GraphVersionRow {
+  organization_id: string;
+  version: number;
+  state: "draft" | "active" | "superseded";
+  graph: unknown;
+  created_at: Date;
+  published_at: Date | null;
+}
+
+/** A governance document as stored (the source of generated graphs). */
+export interface GovernanceDocumentRow {
+  document_id: string;
+  organization_id: string;
+  kind: string;
+  format: string;
+  content: string;
+  created_at: Date;
+}
+
+/** A governance document without its content. */
+export type GovernanceDocumentSummary = Pick<GovernanceDocumentRow, "document_id" | "kind" | "format" | "created_at">;
+
+/**
+ * The policy a new organization starts with, active at version 1, and the bundle its head points
+ * at (stored beforehand with `putBundle`). Installed by the organization store, in the
+ * transaction that creates the organization.
+ */
+export interface InitialPolicy {
+  policy_key: string;
+  description: string;
+  source: object;
+  rego: string;
+  author: string;
+  head: PolicyHead;
+}
+
+/** What a publication is computed from, read under the organization's publication lock. */
+export interface PublicationBasis {
+  /** The active version of each policy, by policy key. */
+  activeVersions: PolicyVersionRow[];
+  /** The active graph version, or null before the first graph publication. */
+  activeGraph: GraphVersionRow | null;
+}
+
+/** What a publication stores: the bundle built, the head pointing at it, and its evidence. */
+export interface Publication {
+  bundle: { digest: string; bytes: Buffer };
+  head: PolicyHead;
+  /** The kind, subject and payload of the publication's evidence record. */
+  evidence: { kind: string; subjectId: string; payload: Record<string, unknown> };
+}
+
+/** A change of a version's state computed from the version as it stands under lock. */
+export interface PolicyVersionChange {
+  state: PolicyVersionRow["state"];
+  /** Set as the approver; null leaves it as it is. */
+  approver: string | null;
+}
+
+/**
+ * Runtime policies and their versions, the authority graph's versions and the governance
+ * documents they are generated from, the compiled bundles, and each organization's head (what
+ * it evaluates against). Publications of one organization serialize on its head.
+ */
+export interface PolicyStore {
+  /** Stores a bundle under its digest; storing one that is already there does nothing. */
+  putBundle(digest: string, bundle: Buffer): Promise<void>;
+
+  /** The bundle stored under `digest`, or null when there is none. */
+  bundle(digest: string): Promise<Buffer | null>;
+
+  /** The organization's head, or null when it has none. */
+  head(organizationId: string): Promise<PolicyHead | null>;
+
+  /**
+   * Creates a policy with its first version; returns the version. Throws CollisionError
+   * (key `policies_pkey`) when the organization already has a policy with that key.
+   */
+  createPolicy(description: string, first: NewPolicyVersion): Promise<PolicyVersionRow>;
+
+  /**
+   * Adds the next version of a policy, numbered one past its last under the policy's lock;
+   * returns it. Throws NotFoundError when the organization has no such policy.
+   */
+  addVersion(version: NewPolicyVersion): Promise<PolicyVersionRow>;
+
+  /** The organization's policies, by key. */
+  policies(organizationId: string): Promise<PolicySummary[]>;
+
+  /** Versions of the organization's policies (of one policy when `policyKey` is given), by key and version. */
+  versions(organizationId: string, policyKey?: string): Promise<PolicyVersionRow[]>;
+
+  /**
+   * Changes one version's state atomically: locks the version, hands it to `step` (which returns
+   * the change, or throws to refuse it, writing nothing) and stores the change. Returns the
+   * version as changed. Throws NotFoundError when the organization has no such version.
+   */
+  changeVersion(organizationId: string, policyKey: string, version: number, step: (current: PolicyVersionRow) => PolicyVersionChange): Promise<PolicyVersionRow>;
+
+  /**
+   * Publishes a version in one transaction, under the organization's publication lock: locks
+   * the version and hands it with the publication's basis to `publish`, which builds the
+   * bundle (asynchronously: it compiles) and returns the publication, or throws to refuse it,
+   * writing nothing. Then stores the bundle and the head, supersedes the policy's previously
+   * active version, activates this one and appends the evidence record. Returns the version as
+   * `publish` saw it, with its state `active`. Throws NotFoundError when the organization has
+   * no such version.
+   */
+  publishVersion(
+    organizationId: string,
+    policyKey: string,
+    version: number,
+    publish: (target: PolicyVersionRow, basis: PublicationBasis) => Promise<Publication>,
+  ): Promise<PolicyVersionRow>;
+
+  /** Stores a governance document; returns it without its content. */
+  addDocument(document: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary>;
+
+  /** The organization's governance documents (all of them, or those of `ids` that exist), oldest first. */
+  documents(organizationId: string, ids?: readonly string[]): Promise<Omit<GovernanceDocumentRow, "organization_id">[]>;
+
+  /** Adds the organization's next graph version, as a draft; returns it. */
+  addGraphVersion(organizationId: string, graph: unknown, author: string): Promise<GraphVersionRow>;
+
+  /** The organization's active graph version, or null before the first graph publication. */
+  activeGraph(organizationId: string): Promise<GraphVersionRow | null>;
+
+  /**
+   * Publishes a graph version in one transaction, under the organization's publication lock:
+   * hands the version and the publication's basis to `publish` (as in `publishVersion`), then
+   * stores the bundle and the head, supersedes the previously active graph, activates this one
+   * and appends the evidence record. Returns the version as `publish` saw it, with its state
+   * `active`. Throws NotFoundError when the organization has no such graph version.
+   */
+  publishGraph(organizationId: string, version: number, publish: (target: GraphVersionRow, basis: PublicationBasis) => Promise<Publication>): Promise<GraphVersionRow>;
+}
