@@ -1,21 +1,15 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { fromJson, type JsonObject } from "@bufbuild/protobuf";
-import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Agents, Transition, AgentRow } from "../domain/agents.js";
-import { MandateError, validationFailed } from "../base/errors.js";
-import type { EvidenceLog } from "../domain/evidence-log.js";
-import { type Principals, type PrincipalRow, PRINCIPAL_KINDS } from "../domain/principals.js";
-import type { EvidenceRecord } from "../evidence/record.js";
+import { MandateError } from "../base/errors.js";
 import { AgentService, type RegisterAgentRequest, type TransitionAgentRequest, type UpdateAgentRequest, type HeartbeatRequest } from "../gen/mandate/v1/agents_pb.js";
-import { EvidenceService } from "../gen/mandate/v1/evidence_pb.js";
-import { PrincipalService, type CreatePrincipalRequest } from "../gen/mandate/v1/principals_pb.js";
 import { anyCaller, orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
+import { evidenceMessage } from "./evidence.js";
 
 const AGENT_STATES = ["registered", "active", "suspended", "revoked", "retired"] as const;
+
 /** AgentState enum ↔ domain state. */
 export const agentStateCodec = enumCodec(AGENT_STATES, "state");
-const principalKind = enumCodec(PRINCIPAL_KINDS, "kind");
 
 /** The Agent message of a row. */
 export const agentMessage = (a: AgentRow) => ({
@@ -32,52 +26,6 @@ export const agentMessage = (a: AgentRow) => ({
   updatedAt: ts(a.updated_at),
   lastHeartbeatAt: ts(a.last_heartbeat_at),
 });
-
-const principalMessage = (p: PrincipalRow) => ({
-  principalId: p.principal_id,
-  displayName: p.display_name,
-  kind: principalKind.toProto(p.kind),
-  externalRef: p.external_ref ?? "",
-  createdAt: ts(p.created_at),
-});
-
-/** The EvidenceRecord message of a sealed record (same members, same values). */
-export const evidenceMessage = (r: EvidenceRecord) => ({
-  evidenceId: r.evidence_id,
-  organizationId: r.organization_id,
-  seq: BigInt(r.seq),
-  prevDigest: fromJson(ValueSchema, r.prev_digest),
-  kind: r.kind,
-  subjectId: r.subject_id,
-  payload: r.payload as JsonObject,
-  createdAt: ts(new Date(r.created_at)),
-  digest: r.digest,
-  kid: r.kid,
-  signature: r.signature,
-});
-
-/** PrincipalService. */
-export class PrincipalServiceImpl implements ServiceImpl<typeof PrincipalService> {
-  constructor(private readonly principals: Principals) {}
-
-  async createPrincipal(req: CreatePrincipalRequest, ctx: HandlerContext) {
-    const row = await this.principals.create(orgCaller(ctx), {
-      displayName: req.displayName,
-      kind: principalKind.fromProto(req.kind, "kind"),
-      externalRef: req.externalRef,
-    });
-    return principalMessage(row);
-  }
-
-  async getPrincipal(req: { principalId: string }, ctx: HandlerContext) {
-    return principalMessage(await this.principals.get(orgCaller(ctx), req.principalId));
-  }
-
-  async listPrincipals(req: { pageSize: number; pageToken: string }, ctx: HandlerContext) {
-    const { rows, next } = await this.principals.list(orgCaller(ctx), req.pageSize, req.pageToken);
-    return { principals: rows.map(principalMessage), nextPageToken: next };
-  }
-}
 
 /** AgentService. */
 export class AgentServiceImpl implements ServiceImpl<typeof AgentService> {
@@ -141,26 +89,5 @@ export class AgentServiceImpl implements ServiceImpl<typeof AgentService> {
 
   async listAgentAuditRecords(req: { agentId: string }, ctx: HandlerContext) {
     return { records: (await this.agents.auditRecords(orgCaller(ctx), req.agentId)).map(evidenceMessage) };
-  }
-}
-
-/** EvidenceService. */
-export class EvidenceServiceImpl implements ServiceImpl<typeof EvidenceService> {
-  constructor(private readonly evidence: EvidenceLog) {}
-
-  async getEvidence(req: { evidenceId: string }, ctx: HandlerContext) {
-    const record = await this.evidence.get(orgCaller(ctx).organizationId, req.evidenceId);
-    if (!record) throw new MandateError("not_found", "Evidence record not found.");
-    return evidenceMessage(record);
-  }
-
-  async listEvidence(req: { afterSeq: bigint; pageSize: number }, ctx: HandlerContext) {
-    const size = req.pageSize === 0 ? 500 : Math.min(Math.max(req.pageSize, 1), 1000);
-    // Sequence numbers are below 2^53; a larger int64 (Connect and gRPC can send one) names no position.
-    if (req.afterSeq < 0n || req.afterSeq > BigInt(Number.MAX_SAFE_INTEGER)) {
-      throw validationFailed([{ field: "after_seq", code: "out_of_range", message: "must be between 0 and 2^53 - 1" }]);
-    }
-    const { records, hasMore } = await this.evidence.page(orgCaller(ctx).organizationId, Number(req.afterSeq), size);
-    return { records: records.map(evidenceMessage), hasMore };
   }
 }

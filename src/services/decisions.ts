@@ -1,16 +1,15 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { JsonObject } from "@bufbuild/protobuf";
 import type { Decisions, DecisionRow, ReviewEntry } from "../domain/decisions.js";
-import { MandateError } from "../base/errors.js";
-import type { Intents } from "../domain/intents.js";
 import { DecisionService, type ListDecisionsRequest, type ReviewDecisionRequest } from "../gen/mandate/v1/decisions_pb.js";
-import { IntentService, type SubmitIntentRequest } from "../gen/mandate/v1/intents_pb.js";
 import { anyCaller, orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
-import { reconciliationMessage } from "./execution.js";
+import { reconciliationMessage } from "./reconciliation.js";
 
-const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
-const statuses = enumCodec(["PENDING", "RESOLVED"] as const, "status");
+export const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
+
+export const statuses = enumCodec(["PENDING", "RESOLVED"] as const, "status");
+
 const resolutions = enumCodec(["approved", "rejected"] as const, "resolution");
 
 const review = (e: ReviewEntry) => ({ resolvedBy: e.resolved_by, resolvedAt: ts(new Date(e.resolved_at)), reason: e.reason });
@@ -33,27 +32,6 @@ const decisionMessage = (d: DecisionRow) => ({
   bundleDigest: d.bundle_digest,
   reconciliation: d.reconciliation ? reconciliationMessage(d.reconciliation) : undefined,
 });
-
-/** IntentService: the single endpoint. */
-export class IntentServiceImpl implements ServiceImpl<typeof IntentService> {
-  constructor(private readonly intents: Intents) {}
-
-  async submitIntent(req: SubmitIntentRequest, ctx: HandlerContext) {
-    const caller = anyCaller(ctx);
-    if (caller.kind !== "agent_signed") throw new MandateError("missing_credentials", "Intents are signed by the agent.");
-    const d = await this.intents.submit(caller.keyId, caller.signature, req.intent);
-    // Exactly the spec's three shapes: status only on HUMAN_REVIEW (PENDING when decided; a
-    // replayed nonce answers the decision as it stands now).
-    return {
-      decisionId: d.decision_id,
-      outcome: outcomes.toProto(d.outcome),
-      reason: d.reason,
-      evidenceId: d.evidence_id,
-      status: d.status ? statuses.toProto(d.status) : 0,
-      evaluatedAt: ts(d.evaluated_at),
-    };
-  }
-}
 
 /** DecisionService: reads and human review. */
 export class DecisionServiceImpl implements ServiceImpl<typeof DecisionService> {

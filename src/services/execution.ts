@@ -1,22 +1,13 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { MandateError } from "../base/errors.js";
-import type { Execution, ReconciliationRow } from "../domain/execution.js";
-import { ExecutionReportService, ReconciliationService } from "../gen/mandate/v1alpha/execution_pb.js";
-import { anyCaller, orgCaller } from "./context.js";
+import type { Execution } from "../domain/execution.js";
+import { ExecutionReportService } from "../gen/mandate/v1alpha/execution_pb.js";
+import { anyCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const executionStatus = enumCodec(["executed", "failed", "partial"] as const, "status");
-const comparison = enumCodec(["MATCHED", "MISMATCHED"] as const, "comparison");
-/** ReconciliationStatus enum order (mandate.v1). */
-export const reconciliationStatus = enumCodec(["MATCHED", "MISMATCHED", "EXECUTION_FAILED", "PARTIAL", "RECEIPT_MISSING", "INDETERMINATE"] as const, "status");
 
-/** The (early access) Reconciliation message of a row. */
-export const reconciliationMessage = (r: Pick<ReconciliationRow, "status" | "receipt_id" | "reported_by"> & { reconciled_at: Date | string }) => ({
-  status: reconciliationStatus.toProto(r.status),
-  receiptId: r.receipt_id,
-  reportedBy: r.reported_by,
-  reconciledAt: ts(new Date(r.reconciled_at)),
-});
+const comparison = enumCodec(["MATCHED", "MISMATCHED"] as const, "comparison");
 
 function signed(ctx: HandlerContext) {
   const caller = anyCaller(ctx);
@@ -47,14 +38,5 @@ export class ExecutionReportServiceImpl implements ServiceImpl<typeof ExecutionR
     const c = signed(ctx);
     const r = await this.execution.submitAdapterReport(c.keyId, c.signature, req.signedReport);
     return { reportId: r.report_id, decisionId: r.decision_id, adapterId: r.adapter_id, comparison: comparison.toProto(r.comparison), differingFields: r.differing_fields, evidenceId: r.evidence_id };
-  }
-}
-
-/** ReconciliationService (platform-internal, operator key). */
-export class ReconciliationServiceImpl implements ServiceImpl<typeof ReconciliationService> {
-  constructor(private readonly execution: Execution) {}
-
-  async reconcile(req: { decisionId: string }, ctx: HandlerContext) {
-    return reconciliationMessage(await this.execution.reconcile(orgCaller(ctx), req.decisionId));
   }
 }

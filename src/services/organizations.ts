@@ -1,7 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Organizations, ApiKeyRow, OrganizationRow } from "../domain/organizations.js";
-import { OrganizationService, SandboxService } from "../gen/mandate/v1/organizations_pb.js";
-import { anyCaller, orgCaller } from "./context.js";
+import { OrganizationService } from "../gen/mandate/v1/organizations_pb.js";
+import { orgCaller } from "./context.js";
 import { enumCodec, permissionFromProto, permissionToProto, ts } from "./convert.js";
 
 const organizationState = enumCodec(["active", "suspended"] as const, "state");
@@ -55,15 +55,5 @@ export class OrganizationServiceImpl implements ServiceImpl<typeof OrganizationS
 
   async reactivateOrganization(req: { organizationId: string }) {
     return organization(await this.organizations.setState(req.organizationId, "active"));
-  }
-}
-
-/** SandboxService: unauthenticated, rate-limited sandbox organizations. */
-export class SandboxServiceImpl implements ServiceImpl<typeof SandboxService> {
-  constructor(private readonly organizations: Organizations) {}
-
-  async createSandboxOrganization(req: { email: string }, ctx: HandlerContext) {
-    const { org, key } = await this.organizations.createSandbox(req.email, anyCaller(ctx).clientAddress);
-    return { organizationId: org.organization_id, apiKey: key.secret, starterPolicyKey: "starter" };
   }
 }

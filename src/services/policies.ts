@@ -3,15 +3,12 @@ import { type JsonObject, fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../base/errors.js";
 import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
-import { AuthorityGraphService, type UploadGovernanceDocumentRequest } from "../gen/mandate/v1/authority_graph_pb.js";
 import { PolicyService, type PolicySource, type EvaluatePolicyRequest } from "../gen/mandate/v1/policies_pb.js";
 import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded"] as const, "state");
-const graphStates = enumCodec(["draft", "active", "superseded"] as const, "state");
-const docKinds = enumCodec(["delegation_of_authority", "approval_matrix", "signing_schedule"] as const, "kind");
-const docFormats = enumCodec(["csv", "yaml", "json"] as const, "format");
+
 const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
 
 function sourceInput(s: PolicySource | undefined): PolicySourceInput {
@@ -75,48 +72,5 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
   async evaluatePolicy(req: EvaluatePolicyRequest, ctx: HandlerContext) {
     const result = await this.policies.dryRunIntent(orgCaller(ctx), req.intent ?? {}, req.policyVersions);
     return { outcome: outcomes.toProto(result.outcome), reason: result.reason, trace: fromJson(ListValueSchema, result.trace as never) };
-  }
-}
-
-/** AuthorityGraphService. */
-export class AuthorityGraphServiceImpl implements ServiceImpl<typeof AuthorityGraphService> {
-  constructor(private readonly policies: Policies) {}
-
-  async uploadGovernanceDocument(req: UploadGovernanceDocumentRequest, ctx: HandlerContext) {
-    const d = await this.policies.uploadDocument(orgCaller(ctx), docKinds.fromProto(req.kind, "kind"), docFormats.fromProto(req.format, "format"), req.content);
-    return { documentId: d.document_id, kind: req.kind, format: req.format, createdAt: ts(d.created_at) };
-  }
-
-  async listGovernanceDocuments(_req: unknown, ctx: HandlerContext) {
-    const docs = await this.policies.listDocuments(orgCaller(ctx));
-    return {
-      documents: docs.map((d) => ({
-        documentId: d.document_id,
-        kind: docKinds.toProto(d.kind as never),
-        format: docFormats.toProto(d.format as never),
-        createdAt: ts(d.created_at),
-      })),
-    };
-  }
-
-  async createGraphVersion(req: { graph?: JsonObject }, ctx: HandlerContext) {
-    const g = await this.policies.createGraphVersion(orgCaller(ctx), req.graph ?? {});
-    return { version: g.version, state: graphStates.toProto(g.state) };
-  }
-
-  async generateGraphVersion(req: { documentIds: string[] }, ctx: HandlerContext) {
-    const g = await this.policies.generateGraphVersion(orgCaller(ctx), req.documentIds);
-    return { version: g.version, state: graphStates.toProto(g.state) };
-  }
-
-  async publishGraphVersion(req: { version: number }, ctx: HandlerContext) {
-    const g = await this.policies.publishGraph(orgCaller(ctx), req.version);
-    return { version: g.version, state: graphStates.toProto(g.state) };
-  }
-
-  async getAuthorityGraph(_req: unknown, ctx: HandlerContext) {
-    const g = await this.policies.activeGraph(orgCaller(ctx));
-    if (!g) return { version: 0 };
-    return { version: g.version, state: graphStates.toProto(g.state), graph: g.graph as JsonObject, publishedAt: ts(g.published_at) };
   }
 }
