@@ -1,5 +1,5 @@
 import type { Cursor } from "../base/pagination.js";
-import type { EvidenceEntry } from "./ledger.js";
+import type { EvidenceEntry } from "./evidence.js";
 
 /** Agent states (spec "Agent states"). */
 export type AgentState = "registered" | "active" | "suspended" | "revoked" | "retired";

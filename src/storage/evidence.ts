@@ -1,6 +1,14 @@
 import type { EvidenceKeyRow } from "../evidence/keys.js";
 import type { EvidenceRecord } from "../evidence/record.js";
 
+/** What a change states in its organization's evidence chain; the ledger adds id, position, link, time and signature. */
+export interface EvidenceEntry {
+  organizationId: string;
+  kind: string;
+  subjectId: string;
+  payload: Record<string, unknown>;
+}
+
 /**
  * The evidence chain as stored, and the keys that sign it. Records are appended only through
  * the Ledger (storage/ledger.ts) and the stores whose changes they state; this reads them.

@@ -1,4 +1,4 @@
-import type { EvidenceEntry } from "./ledger.js";
+import type { EvidenceEntry } from "./evidence.js";
 
 /** A stored execution receipt (early access). */
 export interface ReceiptRow {

@@ -1,4 +1,4 @@
-import type { EvidenceEntry } from "./ledger.js";
+import type { EvidenceEntry } from "./evidence.js";
 
 /** A stored integration. */
 export interface IntegrationRow {

@@ -1,13 +1,8 @@
 import type { CapabilityRow, ConsumeRefusal, NewCapability } from "./capabilities.js";
 import type { NewDecision } from "./decisions.js";
+import type { EvidenceEntry } from "./evidence.js";
 
-/** What a change states in its organization's evidence chain; the ledger adds id, position, link, time and signature. */
-export interface EvidenceEntry {
-  organizationId: string;
-  kind: string;
-  subjectId: string;
-  payload: Record<string, unknown>;
-}
+export type { EvidenceEntry };
 
 /** A decision to record, with what must still hold when it commits. */
 export interface DecisionToRecord {

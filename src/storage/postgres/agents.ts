@@ -1,7 +1,7 @@
 import type { Cursor } from "../../base/pagination.js";
 import type { AgentRow, AgentState, AgentStore, AgentTransition, CertificateRow, KeyHolder, KeyRotation, LabelChange, NewAgent } from "../agents.js";
 import { NotFoundError } from "../errors.js";
-import type { EvidenceEntry } from "../ledger.js";
+import type { EvidenceEntry } from "../evidence.js";
 import type { Database, Queryable } from "./database.js";
 import type { EvidenceChain } from "./evidence-chain.js";
 

@@ -1,6 +1,6 @@
 import type { EvidenceKeyring } from "../../evidence/keys.js";
 import { newEvidenceId, sealChain, type EvidenceRecord } from "../../evidence/record.js";
-import type { EvidenceEntry } from "../ledger.js";
+import type { EvidenceEntry } from "../evidence.js";
 import type { Database, Queryable } from "./database.js";
 import { evidenceSql, type ChainHead, type HeadMove } from "./evidence.js";
 

@@ -1,5 +1,5 @@
 import type { AdapterReportRow, ExecutionStore, ReceiptRow, ReconciliationRow, Recorded } from "../execution.js";
-import type { EvidenceEntry } from "../ledger.js";
+import type { EvidenceEntry } from "../evidence.js";
 import type { Database, Queryable } from "./database.js";
 import type { EvidenceChain } from "./evidence-chain.js";
 

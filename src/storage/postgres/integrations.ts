@@ -11,7 +11,7 @@ import type {
   ReporterRow,
   StateChange,
 } from "../integrations.js";
-import type { EvidenceEntry } from "../ledger.js";
+import type { EvidenceEntry } from "../evidence.js";
 import type { Database, Queryable } from "./database.js";
 import type { EvidenceChain } from "./evidence-chain.js";
 
