@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectResult, newAgent, newOrgFixture, TRANSPORTS, type OrgFixture, type TestAgent } from "../support/agents.js";
 import { startService, type TestService } from "../support/service.js";
+import { waitFor, within } from "../support/wait.js";
 import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, verify, type OwnedRedis } from "./capabilities-support.js";
 
 /*
@@ -21,15 +22,16 @@ describe("capabilities when Redis loses its state", () => {
   const marker = (capabilityId: string) => `mandate:{${org.organizationId}}:cap:${capabilityId}`;
   const post = async (path: string) => expect((await svc.v1("POST", path, { bearer: org.apiKey, body: {} })).status).toBe(200);
 
-  /** Waits until the service's Redis connection is back: a fresh consume leaves its marker in Redis again. */
+  /**
+   * Waits until the service's Redis connection is back, as observed from outside: a fresh
+   * consume leaves its marker in Redis again (the client reconnects with its own backoff).
+   */
   async function waitForMirror(): Promise<void> {
-    for (let i = 0; i < 100; i++) {
+    await waitFor("the service to use Redis again after it came back", async () => {
       const c = await allowedCapability(svc, agent);
       expectConsumed(await verify(svc, "v1", org.apiKey, c.presentation), c);
-      if ((await redis.command("GET", marker(c.capabilityId))) === "consumed") return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error("the service never used Redis again after it came back");
+      return (await redis.command("GET", marker(c.capabilityId))) === "consumed";
+    }, { timeoutMs: 20_000, intervalMs: 100 });
   }
 
   beforeAll(async () => {
@@ -173,15 +175,16 @@ describe("capabilities when Redis loses its state", () => {
       const later = await startOwnedRedis();
       await later.stop(); // a port where nothing listens yet
       const starting = startService({ REDIS_URL: later.url });
-      const outcome = await Promise.race([starting.then(() => "started"), new Promise((r) => setTimeout(r, 15_000)).then(() => "hung")]);
-      if (outcome === "hung") {
+      // A watchdog, not a synchronisation: start-up must not wait for Redis at all.
+      const started = await within("startApp while Redis is unreachable", starting, 45_000).catch((err: Error) => err);
+      if (started instanceof Error) {
         // Let the stuck start-up finish so nothing leaks, then report.
         await later.start();
         await (await starting).close();
         await later.stop("SIGTERM");
-        expect.fail("startApp did not finish within 15 s while Redis was unreachable: the service cannot boot without Redis");
+        expect.fail(`${started.message}: the service cannot boot without Redis`);
       }
-      const s2 = await starting;
+      const s2 = started;
       try {
         const o = await newOrgFixture(s2);
         const a = await newAgent(s2, o);
@@ -190,14 +193,12 @@ describe("capabilities when Redis loses its state", () => {
         expect([200, 503]).toContain(first.status);
         if (first.status === 200) expectResult(await verify(s2, "grpc", o.apiKey, c.presentation), 409, "capability_consumed");
         await later.start();
-        let used = false;
-        for (let i = 0; i < 100 && !used; i++) {
+        // Observed from outside: once the client has connected, a fresh consume leaves its marker in Redis.
+        await waitFor("the service to use Redis after it came up", async () => {
           const fresh = await allowedCapability(s2, a);
           expectConsumed(await verify(s2, "v1", o.apiKey, fresh.presentation), fresh);
-          used = (await later.command("GET", `mandate:{${o.organizationId}}:cap:${fresh.capabilityId}`)) === "consumed";
-          if (!used) await new Promise((r) => setTimeout(r, 100));
-        }
-        expect(used, "the service never used Redis after it came up").toBe(true);
+          return (await later.command("GET", `mandate:{${o.organizationId}}:cap:${fresh.capabilityId}`)) === "consumed";
+        }, { timeoutMs: 20_000, intervalMs: 100 });
       } finally {
         await s2.close();
         await later.stop("SIGTERM");

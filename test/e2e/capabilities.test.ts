@@ -20,6 +20,7 @@ import {
   type TestAgent,
 } from "../support/agents.js";
 import { startService, type TestService } from "../support/service.js";
+import { waitFor } from "../support/wait.js";
 import {
   allowedCapability,
   capabilityState,
@@ -203,7 +204,8 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
     const [c1, c2] = await Promise.all([allowedCapability(svc, agent, {}, { ttl_seconds: 1 }), allowedCapability(svc, agent, {}, { ttl_seconds: 1 })]);
     const got = await svc.v1("GET", `/v1/capabilities/${c1.capabilityId}`, { bearer: org.apiKey });
     expect(Date.parse(got.body.expires_at) - Date.parse(got.body.issued_at)).toBe(1000);
-    await new Promise((r) => setTimeout(r, 2100));
+    // No sleep: wait until the service itself reports both lapsed (its clock is the one verify reads).
+    for (const c of [c1, c2]) await waitFor(`${c.capabilityId} to expire`, async () => (await capabilityState(svc, org.apiKey, c.capabilityId)) === "expired");
     expectResult(await verify(svc, "v1", org.apiKey, c1.presentation), 410, "capability_expired");
     // gRPC has no 410: DESIGN §5 pairs capability_expired with FAILED_PRECONDITION (which the harness reads as 409).
     const grpc = await verify(svc, "grpc", org.apiKey, c2.presentation);

@@ -25,6 +25,7 @@ import {
 } from "mandate/client";
 import { freePort } from "../support/global-setup.js";
 import { startService, uniqueEmail, type TestService } from "../support/service.js";
+import { deferred } from "../support/wait.js";
 
 /*
  * Issue 8: the TypeScript client (`mandate/client`) against a live service,
@@ -136,16 +137,30 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
 
 describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capability", () => {
   it("polls as the agent while a reviewer approves, then issues from the review", async () => {
-    const { client, identity } = await sandboxAgent();
+    // The reviewer approves only once the poller has read the decision twice (both PENDING, as
+    // nothing was approved yet): an explicit order instead of a timer racing the poll interval.
+    let polls = 0;
+    let pollsBeforeReview = -1;
+    const pollingSeen = deferred();
+    const watching: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if ((init?.method ?? "GET") === "GET" && /^\/v1\/decisions\/[^/]+$/.test(new URL(String(input)).pathname) && ++polls === 2) pollingSeen.resolve();
+      return res;
+    };
+    const { client, identity } = await sandboxAgent({ fetch: watching });
     const decision = await client.submitIntent(identity, { action: "wire_transfer", resource: "account:DE89-3704", context: { ticket: "FIN-7" } });
     expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "unrecognized_action", status: "PENDING" });
 
-    const started = Date.now();
     const [resolved] = await Promise.all([
-      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 100, timeoutMs: 20_000 }),
-      new Promise((r) => setTimeout(r, 400)).then(() => client.reviewDecision(decision.decision_id, "approved", "Checked with treasury.")),
+      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 20, timeoutMs: 20_000 }),
+      pollingSeen.promise.then(() => {
+        pollsBeforeReview = polls;
+        return client.reviewDecision(decision.decision_id, "approved", "Checked with treasury.");
+      }),
     ]);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(350);
+    // It kept polling through PENDING and returned only after a read that saw the approval.
+    expect(pollsBeforeReview).toBeGreaterThanOrEqual(2);
+    expect(polls).toBeGreaterThan(pollsBeforeReview);
     expect(resolved.outcome).toBe("HUMAN_REVIEW"); // never rewritten to ALLOW
     expect(resolved.status).toBe("RESOLVED");
     expect(resolved.resolution).toMatchObject({ resolution: "approved", reason: "Checked with treasury." });

@@ -27,6 +27,7 @@ import {
   type Transport,
 } from "../support/agents.js";
 import { createTestDatabase, createV1Client, startService, type TestService } from "../support/service.js";
+import { deferred } from "../support/wait.js";
 
 /*
  * The evidence log (issue 3 §8) and its durability under a crash (issue 5):
@@ -393,6 +394,8 @@ describe("crash: SIGKILL mid-load", () => {
     let stop = false;
     let answered = 0;
     let killedAt = -1;
+    // Opened by the worker whose answer is the 150th 200: the kill follows that event, not a polling sleep.
+    const enoughAnswered = deferred();
     const worker = async (w: number) => {
       for (let i = 0; !stop; i++) {
         const agent = agents[(w + i) % agents.length]!;
@@ -401,9 +404,12 @@ describe("crash: SIGKILL mid-load", () => {
         sent.push(entry);
         try {
           entry.result = await submitIntent(first.svc, entry.transport, entry.signed);
-          if (entry.result.status === 200) answered++;
-          // Before the kill every valid Intent must be decided; after it, failures are the point.
-          else if (killedAt < 0) throw new Error(`unexpected ${entry.result.status} ${JSON.stringify(entry.result.body)}`);
+          if (entry.result.status === 200) {
+            if (++answered === 150) enoughAnswered.resolve();
+          } else if (killedAt < 0) {
+            // Before the kill every valid Intent must be decided; after it, failures are the point.
+            throw new Error(`unexpected ${entry.result.status} ${JSON.stringify(entry.result.body)}`);
+          }
         } catch (err) {
           if (killedAt < 0) {
             fatal ??= err as Error;
@@ -416,10 +422,9 @@ describe("crash: SIGKILL mid-load", () => {
     let fatal: Error | undefined;
     const workers = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
     workers.catch(() => undefined);
-    while (answered < 150) {
-      if (fatal) throw fatal;
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    // A worker only stops early by failing (before the kill every Intent must be decided).
+    await Promise.race([enoughAnswered.promise, workers.then(() => Promise.reject(new Error("the workers stopped before 150 answers")))]);
+    if (fatal) throw fatal;
     killedAt = sent.length;
     first.child.kill("SIGKILL");
     await new Promise((r) => first.child.once("exit", r));

@@ -7,6 +7,7 @@ import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
 import { CreateSandboxOrganizationResponseSchema, OrganizationService, SandboxService } from "../../src/gen/mandate/v1/organizations_pb.js";
 import { messageToWireJson } from "../support/api.js";
 import { createTestDatabase, startService, uniqueEmail, type TestService } from "../support/service.js";
+import { waitFor } from "../support/wait.js";
 
 /*
  * Issue 2's operational contract on the one port: connections stay usable
@@ -313,12 +314,14 @@ describe("graceful shutdown", () => {
     const conn = await RawConnection.open(own.port);
     const body = JSON.stringify({ email: uniqueEmail("drain") });
     const half = Math.floor(body.length / 2);
-    // Headers and half the body are in; the request is in flight when shutdown begins.
-    await conn.write(request("POST", "/v1/sandbox/organizations", body).slice(0, -body.length + half));
-    await new Promise((r) => setTimeout(r, 100));
+    // The headers ask for 100 Continue: once it arrives the server has taken the request in
+    // (it answers Continue as it dispatches the request), so the request is in flight, no sleep needed.
+    await conn.write(request("POST", "/v1/sandbox/organizations", body, { Expect: "100-continue" }).slice(0, -body.length));
+    expect(await conn.response(10_000), "the server did not take the request in").toMatchObject({ status: 100 });
+    await conn.write(body.slice(0, half));
     const closing = own.close();
-    await new Promise((r) => setTimeout(r, 200));
-    await expect(RawConnection.open(own.port), "a new connection during shutdown").rejects.toThrow();
+    // Shutdown stops listening: wait until a new connection is refused (observed, not slept).
+    await waitFor("the port to refuse new connections", () => RawConnection.open(own.port).then((c) => (c.close(), false), () => true), { intervalMs: 10 });
     await conn.write(body.slice(half));
     const answer = await conn.response(10_000);
     conn.close();
