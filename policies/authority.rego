@@ -2,7 +2,7 @@
 # title: Authority graph evaluation
 # description: |
 #   Decides an authority-checked intent (amount, currency) against the active
-#   authority graph, as DESIGN §6 describes.
+#   authority graph, as docs/architecture.md, Policies describes.
 #
 #   The graph is read from data.mandate.graph_index, which src/policy/graph-index.ts
 #   computes once per bundle. For every principal (by external_ref), action and

@@ -95,7 +95,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
 
     const policies = new Policies(policyStore, principalStore, agentStore, new PolicyEngine());
     await policies.prepareStarter();
-    // The Redis mirror is told about committed state changes in the same request (DESIGN §7).
+    // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).
     const mirror = config.redisUrl ? RedisCapabilityMirror.connect(config.redisUrl) : null;
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
     const organizations = new Organizations(organizationStore, config.limits, policies.starterPolicy, async (id, state) => {

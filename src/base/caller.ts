@@ -1,4 +1,4 @@
-/** Permissions an API key can hold (DESIGN §3). */
+/** Permissions an API key can hold (docs/architecture.md, Authentication). */
 export const PERMISSIONS = [
   "ORG_ADMIN",
   "AGENT_ADMIN",

@@ -1,5 +1,5 @@
 /**
- * The closed set of error codes a caller can see (DESIGN §5). Every failure the
+ * The closed set of error codes a caller can see (docs/architecture.md, Error model). Every failure the
  * service reports is one of these; anything else is a bug and becomes `internal`.
  */
 export type ErrorCode =

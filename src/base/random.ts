@@ -10,7 +10,8 @@ let used = pool.length;
 /**
  * `length` lower-case Crockford base32 characters from the CSPRNG, 5 random bits each: the body
  * of every id (`newId`, `newEvidenceId`). Bytes come from the pool: a randomBytes call per id
- * cost about 4 µs (an OpenSSL call and a job object), a share of the pool about 0.1 µs.
+ * (an OpenSSL call and a job object) costs many times a share of the pool (docs/performance.md,
+ * CPU per request).
  */
 export function randomBase32(length: number): string {
   if (length > pool.length) return base32(randomBytes(length), 0, length);

@@ -16,8 +16,9 @@ from. DIR may hold:
   <policy_key>.rules.yaml | .rules.json   runtime policy documents (compiled to Rego
                                          exactly as publishing compiles them)
   *.rego                                 hand-written policy modules and *_test.rego tests
-  graph.yaml | graph.json                an authority graph fixture (DESIGN §6 JSON form),
-                                         loaded as data.mandate.graph like a published one
+  graph.yaml | graph.json                an authority graph fixture in the graph's JSON form
+                                         (docs/architecture.md, Policies), loaded as
+                                         data.mandate.graph like a published one
 Exit status 0 when every test passes, 1 when one fails, 2 on bad input.`;
 
 const RULES = /^([a-z][a-z0-9_]*)\.rules\.(ya?ml|json)$/;

@@ -1,6 +1,6 @@
 /*
  * Typed failures of the client. Every HTTP failure carries the service's error
- * body (DESIGN §5: `detail`, `message`, `request_id`, `errors`) and its status;
+ * body (docs/architecture.md, Error model: `detail`, `message`, `request_id`, `errors`) and its status;
  * network failures and timeouts are a TransportError. A decision (ALLOW, DENY,
  * HUMAN_REVIEW) is never an error.
  */

@@ -176,8 +176,9 @@ export interface GovernanceDocument {
 
 /**
  * The constraints a Capability binds when no integration contract applies
- * (DESIGN §7): whichever of amount, currency and counterparty the Intent
- * carried, the amount written as JavaScript writes numbers (`5`, `12.5`).
+ * (docs/architecture.md, Consume paths): whichever of amount, currency and
+ * counterparty the Intent carried, the amount written as JavaScript writes
+ * numbers (`5`, `12.5`).
  */
 export function boundConstraints(intent: Pick<IntentFields, "amount" | "currency" | "counterparty">): Record<string, string> {
   const out: Record<string, string> = {};

@@ -18,7 +18,7 @@ export type { CapabilityRow } from "../storage/capabilities.js";
 
 const ISSUER = "mandate";
 
-/** The error for a consume Postgres refused, in DESIGN §7 order. */
+/** The error for a consume Postgres refused, in the order of docs/architecture.md, Consume paths. */
 function refusalError(why: ConsumeRefusal): MandateError {
   if (why === "expired") return new MandateError("capability_expired", "The Capability has expired.");
   if (why === "dependency_inactive") {
@@ -107,7 +107,7 @@ export class Capabilities {
     }
   }
 
-  /** The constraints bound to a decision: the contract's declared fields, else amount/currency/counterparty (DESIGN §7). */
+  /** The constraints bound to a decision: the contract's declared fields, else amount/currency/counterparty (docs/architecture.md, Consume paths). */
   private async boundConstraints(d: DecisionRow): Promise<{ resource: string; constraints: Record<string, string> }> {
     const intent = d.intent;
     const constraints: Record<string, string> = {};
@@ -255,7 +255,7 @@ export class Capabilities {
     return row?.token_digest && row.token_digest === tokenDigest(token) ? row : null;
   }
 
-  /** The capability of a token whose signature verifies with a key of this service (errors as DESIGN §7 orders them). */
+  /** The capability of a token whose signature verifies with a key of this service (errors in the order of docs/architecture.md, Consume paths). */
   private async signedToken(caller: OrgCaller, token: string): Promise<CapabilityRow> {
     let claims: JWTPayload;
     try {

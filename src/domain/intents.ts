@@ -119,8 +119,8 @@ export function parseIntent(bytes: Uint8Array): Intent {
 }
 
 /**
- * The single endpoint's pipeline, in DESIGN §2's order. Nothing is recorded
- * before the signature verifies and the agent may sign; a 200 means the
+ * The single endpoint's pipeline, in the order of docs/architecture.md, The Intent path.
+ * Nothing is recorded before the signature verifies and the agent may sign; a 200 means the
  * decision and its evidence are committed together.
  */
 export class Intents {
@@ -149,7 +149,7 @@ export class Intents {
     try {
       intent = parseIntent(bytes);
     } catch (err) {
-      // The agent's state is reported before validation (DESIGN §2 steps 4 and 5).
+      // The agent's state is reported before validation (docs/architecture.md, The Intent path, steps 4 and 5).
       const live = await this.contexts.get({ certificateId: signer.certificate_id, nonce: "", action: "" });
       if (!live) throw new MandateError("unknown_key", "The certificate is unknown.");
       requireLiveSigner(live, true);
@@ -195,8 +195,9 @@ export class Intents {
   }
 
   /**
-   * DESIGN §2 from the agent-state check on, given the context; `remember` is the key under which
-   * a freshly read context of an active signer may be reused (null when it is itself reused).
+   * The Intent path (docs/architecture.md) from the agent-state check on, given the context;
+   * `remember` is the key under which a freshly read context of an active signer may be reused
+   * (null when it is itself reused).
    */
   private async decide(signer: SignerIdentity, intent: Intent, bytes: Uint8Array, context: IntentContext, remember: string | null): Promise<DecisionRow> {
     requireLiveSigner(context, true);

@@ -26,8 +26,8 @@ export class CanonicalJsonError extends Error {
  *
  * Written here in one pass that checks and writes together, rather than with the reference
  * implementation (the `canonicalize` package, which the tests compare against on generated
- * values) after a separate check: that pair made the largest allocation of a decision, ~30 KB
- * per evidence record of ~90 KB per Intent, at twice the CPU time (20 against 10 µs).
+ * values) after a separate check: that pair made the largest allocation of a decision, at twice
+ * the CPU time (docs/performance.md, CPU per request).
  */
 export function canonicalJson(value: unknown): string {
   return writeJson(value, new Set(), []);

@@ -105,8 +105,9 @@ export async function sealChain(count: number, link: (i: number, prevDigest: str
     unsealed.push(record);
     digests.push(prev);
   }
-  // A few signatures cost less on the event loop (~40 µs each) than a round trip through the
-  // thread pool, which queues behind request verifications; a large group goes there in parallel.
+  // A few signatures cost less on the event loop than a round trip through the thread pool,
+  // which queues behind request verifications; a large group goes there in parallel
+  // (docs/performance.md, CPU per request).
   const signatures =
     count <= INLINE_SIGNATURES
       ? digests.map((d) => keyring.sign(evidenceSigningInput(d)))

@@ -59,7 +59,7 @@ const ALLOWED: Record<Op, Partial<Record<State, State>>> = {
   retire: { registered: "retired", active: "retired", suspended: "retired" },
 };
 
-/** Every member of the Agent wire body (DESIGN §4). */
+/** Every member of the Agent wire body. */
 const AGENT_KEYS = [
   "agent_id", "certificate_id", "name", "acting_for_principal_id", "public_key", "owner", "business_unit", "environment", "state", "created_at", "updated_at",
 ];

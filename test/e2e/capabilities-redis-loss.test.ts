@@ -5,7 +5,7 @@ import { waitFor, within } from "../support/wait.js";
 import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, verify, type OwnedRedis } from "./capabilities-support.js";
 
 /*
- * Postgres is the durable arbiter of single use (DESIGN §7): whatever Redis
+ * Postgres is the durable arbiter of single use (docs/architecture.md, Consume paths): whatever Redis
  * loses (a FLUSHALL, a restart without persistence, the whole server), a
  * consumed Capability stays consumed, a revoked agent stays revoked, and a
  * verify either answers correctly from Postgres or fails closed with 503:
@@ -114,7 +114,7 @@ describe("capabilities when Redis loses its state", () => {
     expectResult(await verify(svc, "v1", org.apiKey, c.presentation), 403, "capability_dependency_inactive");
     expect(await capabilityState(svc, org.apiKey, c.capabilityId)).toBe("issued");
     await post(`/v1/agents/${a.agentId}/reactivate`);
-    // The 403 left the token unconsumed (DESIGN §7), so once the agent is active again it consumes.
+    // The 403 left the token unconsumed (docs/architecture.md, Consume paths), so once the agent is active again it consumes.
     expectConsumed(await verify(svc, "v1", org.apiKey, c.presentation), c);
   });
 

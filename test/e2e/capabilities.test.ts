@@ -34,7 +34,7 @@ import {
 } from "./capabilities-support.js";
 
 /*
- * Capability Authorizations (issue 6, DESIGN §7): issue once per decision,
+ * Capability Authorizations (issue 6, docs/architecture.md, Consume paths): issue once per decision,
  * verify and consume exactly once with a live recheck. The same suite runs on
  * both consume paths, a service with REDIS_URL (Lua script, then the Postgres
  * arbiter) and one without (the Postgres statement alone), and every verify
@@ -207,7 +207,7 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
     // No sleep: wait until the service itself reports both lapsed (its clock is the one verify reads).
     for (const c of [c1, c2]) await waitFor(`${c.capabilityId} to expire`, async () => (await capabilityState(svc, org.apiKey, c.capabilityId)) === "expired");
     expectResult(await verify(svc, "v1", org.apiKey, c1.presentation), 410, "capability_expired");
-    // gRPC has no 410: DESIGN §5 pairs capability_expired with FAILED_PRECONDITION (which the harness reads as 409).
+    // gRPC has no 410: the error model (docs/architecture.md) pairs capability_expired with FAILED_PRECONDITION (which the harness reads as 409).
     const grpc = await verify(svc, "grpc", org.apiKey, c2.presentation);
     expect(grpc.grpcCode, JSON.stringify(grpc.body)).toBe(Code.FailedPrecondition);
     expect(grpc.detail).toBe("capability_expired");

@@ -29,9 +29,10 @@ import { startService, type TestService } from "../support/service.js";
 
 /*
  * Issue 5: the single endpoint, table-driven through /v1 and gRPC. Every row
- * of the spec's agent-state table, every error row (DESIGN §2 order, §5
- * codes) with the proof that it recorded nothing, the three outcome shapes with
- * their exact members, nonce replay, and the evidence each decision carries.
+ * of the spec's agent-state table, every error row (in the order and with the
+ * codes of docs/architecture.md, The Intent path) with the proof that it
+ * recorded nothing, the three outcome shapes with their exact members, nonce
+ * replay, and the evidence each decision carries.
  * The same request/answer contract over /v1, gRPC and Connect, without the
  * side-effect checks, is test/cases/intents.yaml. Reviews and decision reads
  * are in reviews.test.ts; the crash test is in evidence.test.ts.
@@ -116,7 +117,7 @@ describe.each(TRANSPORTS)("agent-state table over %s", (transport: Transport) =>
       paymentDoc(agent.agentId, 10),
       paymentDoc(agent.agentId, 5_000_000),
       intentDoc(agent.agentId, { action: "launch_rockets", context: { target: "moon", count: 3 } }),
-      // DESIGN §2: step 7 (suspended) skips step 8, so even an undeclared context field is preserved for review.
+      // docs/architecture.md, The Intent path: step 7 (suspended) skips step 8, so even an undeclared context field is preserved for review.
       intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:1", context: { po_number: "1", discount: "99%" } }),
     ];
     for (const doc of docs) {
@@ -369,9 +370,10 @@ async function aroundAct<T>(sends: (() => Promise<T>)[], act: () => Promise<void
 }
 
 describe("a revocation racing Intents", () => {
-  // DESIGN §2 step 4 and §1 "atomicity lives in the database": once the revocation is committed
-  // nothing more may be recorded for the agent. In the org's chain no decision of the agent may
-  // follow its agent.revoked record, and every Intent is either decided before it or refused.
+  // docs/architecture.md, The Intent path (step 4) and The ledger (preconditions are checked
+  // where it commits): once the revocation is committed nothing more may be recorded for the
+  // agent. In the org's chain no decision of the agent may follow its agent.revoked record, and
+  // every Intent is either decided before it or refused.
   it("records no decision after the revocation (5 rounds of 30 Intents around one revoke)", async () => {
     const late: string[] = [];
     for (let round = 0; round < 5; round++) {

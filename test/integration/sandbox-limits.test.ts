@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createTestDatabase, startService, uniqueEmail, type TestService } from "../support/service.js";
 
 /*
- * DESIGN §9 sandbox limits are enforced in Postgres, so they hold across
+ * The sandbox limits (docs/architecture.md, Limits) are enforced in Postgres, so they hold across
  * replicas: concurrent signups spread over two services on one database never
  * overshoot a limit, and a refused signup leaves no organization behind.
  */

@@ -13,7 +13,7 @@ import type { TestService } from "./service.js";
 
 /*
  * Agent-side helpers for the e2e suites: Ed25519 keys, signing exactly as an
- * agent does (DESIGN §2), and one call shape that runs a method over /v1 JSON
+ * agent does (docs/architecture.md, The Intent path), and one call shape that runs a method over /v1 JSON
  * or over gRPC and answers in one normalised form, so a table of expectations
  * holds both transports to the same contract.
  */
@@ -68,7 +68,7 @@ function authHeaders(auth: Auth): Record<string, string> {
 
 /**
  * One answer in a transport-neutral form. `status` is the HTTP status on /v1
- * and the HTTP status DESIGN §5 pairs with the gRPC code on gRPC; `body` is the
+ * and the HTTP status the error model (docs/architecture.md) pairs with the gRPC code on gRPC; `body` is the
  * /v1 JSON (or the gRPC response in its /v1 JSON form; for an error, the
  * ErrorDetail as `{detail, message, request_id, errors}`).
  */
@@ -82,7 +82,7 @@ export interface Result {
   grpcCode?: Code;
 }
 
-/** DESIGN §5: the HTTP status each gRPC code stands for (409 has two gRPC spellings). */
+/** The HTTP status each gRPC code stands for (docs/architecture.md, Error model; 409 has two gRPC spellings). */
 const HTTP_OF_GRPC: Partial<Record<Code, number>> = {
   [Code.Unauthenticated]: 401,
   [Code.PermissionDenied]: 403,

@@ -345,7 +345,7 @@ export class CaseRunner {
       if (method) problems.push(...wireFormProblems(method.output, body));
       return { ok: true, status: res.status, body, problems };
     }
-    // DESIGN §5: every non-2xx /v1 answer is {detail, message, request_id, errors?}.
+    // docs/architecture.md, Error model: every non-2xx /v1 answer is {detail, message, request_id, errors?}.
     if (typeof body !== "object" || body === null) problems.push("error body is not a JSON object");
     else {
       if (typeof body.detail !== "string") problems.push("error body has no detail");

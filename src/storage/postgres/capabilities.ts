@@ -82,7 +82,7 @@ export const capabilitySql = {
     return rows;
   },
 
-  /** Why `consume` refused, checked in DESIGN §7 order (expiry, live dependencies, single use). */
+  /** Why `consume` refused, checked in the order of docs/architecture.md, Consume paths (expiry, live dependencies, single use). */
   async refusal(q: Queryable, capabilityId: string): Promise<ConsumeRefusal> {
     const { rows } = await q.query<{ expired: boolean; inactive: boolean; consumed: boolean }>(
       `SELECT c.expires_at <= now() AS expired,

@@ -114,13 +114,12 @@ export class Database {
 /** Creates the pool; `max` is sized for a 2-core machine's Postgres. */
 export function createDatabase(connectionString: string, max = 20): Database {
   // Generic plans for every prepared statement: the hot statements take arrays, and with them
-  // Postgres would otherwise judge a fresh custom plan worth making on every execution (about
-  // half of its CPU per capability consume). Our statements are key lookups either way, so no
+  // Postgres would otherwise judge a fresh custom plan worth making on every execution, a large
+  // share of its CPU per capability consume. Our statements are key lookups either way, so no
   // sequential scans either where an index serves: a generic plan is made once per connection
   // and kept until the table is next analyzed, and one made while a table was a page or two
-  // scans it whole however large it grows meanwhile. Seen in the bench: capabilities grew to
-  // 24,000 rows before autovacuum's first visit, 15 million rows were read in a minute, and
-  // consumes fell from ~3,000 to ~250/s. A table no index serves is still scanned.
+  // scans it whole however large it grows meanwhile (measured in docs/performance.md, Postgres).
+  // A table no index serves is still scanned.
   // (An `options` in DATABASE_URL takes precedence.)
   // Idle connections stay open (pg-pool closes them after 10 s by default): reopening one costs a
   // backend fork, SCRAM authentication and re-preparing every statement, and after a quiet spell

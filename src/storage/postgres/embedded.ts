@@ -42,8 +42,9 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   const port = await freePort();
   const password = "mandate";
   // The service talks to its own Postgres over a Unix socket in the cluster's folder: a round
-  // trip costs about half the CPU of loopback TCP. A socket path has at most 107 bytes; a
-  // longer folder falls back to TCP (which Postgres also listens on, for psql and tools).
+  // trip costs less CPU than over loopback TCP (docs/performance.md, Postgres). A socket path
+  // has at most 107 bytes; a longer folder falls back to TCP (which Postgres also listens on,
+  // for psql and tools).
   const socketDir = path.resolve(databaseDir, `.s.PGSQL.${port}`).length <= 100 ? path.resolve(databaseDir) : undefined;
   // Imported lazily: the package installs an exit hook that forces exit code 0, which
   // must not affect processes (the CLI, test runners) that never start a cluster.

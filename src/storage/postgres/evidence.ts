@@ -80,8 +80,8 @@ export function headMoveValues(moves: readonly HeadMove[]): unknown[] {
  * JSON documents as ONE text parameter, a line each, read back as a text[]: JSON text
  * never holds a raw line break (JSON.stringify escapes control characters and adds no
  * whitespace), so splitting on them is exact. As a Postgres array parameter, every document
- * would be escaped quote by quote on the way out and unescaped on the way in (measured: 4 µs of
- * the service's CPU and 2.5 µs of Postgres's per record).
+ * would be escaped quote by quote on the way out and unescaped on the way in, which costs both
+ * the service and Postgres CPU per record (docs/performance.md, Postgres).
  */
 export const jsonLines = (n: number) => `string_to_array($${n}::text, E'\\n')`;
 

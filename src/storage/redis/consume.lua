@@ -1,4 +1,4 @@
--- Single-use consume with a live recheck, atomically (DESIGN §7).
+-- Single-use consume with a live recheck, atomically (docs/architecture.md, Consume paths).
 -- KEYS[1] organization state, KEYS[2] agent state, KEYS[3] integration state
 -- (a never-written placeholder when the capability has no integration),
 -- KEYS[4] the capability's consumed marker. All share the organization's hash tag.

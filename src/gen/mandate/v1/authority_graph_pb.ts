@@ -122,7 +122,7 @@ export const ListGovernanceDocumentsResponseSchema: GenMessage<ListGovernanceDoc
  */
 export type CreateGraphVersionRequest = Message<"mandate.v1.CreateGraphVersionRequest"> & {
   /**
-   * {roles, memberships, limits, delegations, approval_matrix} (DESIGN §6).
+   * {roles, memberships, limits, delegations, approval_matrix} (docs/architecture.md, Policies).
    *
    * @generated from field: google.protobuf.Struct graph = 1;
    */

@@ -14,7 +14,7 @@ export const file_mandate_v1_errors: GenFile = /*@__PURE__*/
 
 /**
  * The body of every non-2xx /v1 answer, and the detail attached to every gRPC
- * error. `detail` is the stable machine-readable code (DESIGN §5).
+ * error. `detail` is the stable machine-readable code (docs/architecture.md, Error model).
  *
  * @generated from message mandate.v1.ErrorDetail
  */

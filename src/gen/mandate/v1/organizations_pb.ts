@@ -380,7 +380,7 @@ export const CreateSandboxOrganizationResponseSchema: GenMessage<CreateSandboxOr
   messageDesc(file_mandate_v1_organizations, 13);
 
 /**
- * Permissions an API key may hold (DESIGN §3).
+ * Permissions an API key may hold (docs/architecture.md, Authentication).
  *
  * @generated from enum mandate.v1.Permission
  */

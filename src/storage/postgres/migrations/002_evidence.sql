@@ -1,4 +1,4 @@
--- The signed, hash-chained evidence log (DESIGN §8).
+-- The signed, hash-chained evidence log (docs/architecture.md, The evidence chain).
 
 CREATE TABLE evidence_keys (
   kid             text PRIMARY KEY,
