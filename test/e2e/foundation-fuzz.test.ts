@@ -121,6 +121,12 @@ const query = fc.option(fc.dictionary(fc.string({ minLength: 1, maxLength: 12 })
 
 // --- the properties -----------------------------------------------------------
 
+/**
+ * One fixed seed, so every run sends the same requests and the "reaches the interesting
+ * outcomes" checks cannot come and go with the draw; FUZZ_SEED=<n> explores another run.
+ */
+const SEED = Number(process.env.FUZZ_SEED ?? 20_261_126);
+
 /** Problems with one /v1 answer: a 5xx, or a refusal without detail/message/request_id. */
 function v1Problems(status: number, body: unknown): string[] {
   if (status >= 500) return [`status ${status}`];
@@ -150,7 +156,7 @@ describe("malformed /v1 requests", () => {
           if (problems.length) throw new Error(`${r.method} ${path} → ${res.status} ${JSON.stringify(res.body)?.slice(0, 300)}: ${problems.join(", ")}`);
         },
       ),
-      { numRuns: 1200, seed: Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31), verbose: 1 },
+      { numRuns: 1200, seed: SEED, verbose: 1 },
     );
     // The generators must actually reach the interesting outcomes, not just 401s.
     for (const s of [200, 401, 403, 404, 422]) expect(statuses.get(s) ?? 0, `answers with status ${s}: ${JSON.stringify([...statuses])}`).toBeGreaterThan(0);
@@ -198,7 +204,7 @@ describe("malformed Connect and gRPC requests", () => {
           if (!decoded.detail || !decoded.requestId) throw new Error(`${rpc} → ErrorDetail without detail or request id`);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: 300, seed: SEED },
     );
   });
 
@@ -223,7 +229,7 @@ describe("malformed Connect and gRPC requests", () => {
           if (grpcStatus !== "0" && !details) throw new Error(`${rpc} → grpc-status ${grpcStatus} without grpc-status-details-bin`);
         },
       ),
-      { numRuns: 300 },
+      { numRuns: 300, seed: SEED },
     );
   });
 
@@ -269,7 +275,7 @@ describe("malformed Connect and gRPC requests", () => {
             if (grpcStatus !== "0" && !details) throw new Error(`${rpc} → grpc-status ${grpcStatus} without grpc-status-details-bin`);
           },
         ),
-        { numRuns: 300 },
+        { numRuns: 300, seed: SEED },
       );
     } finally {
       session.close();

@@ -146,8 +146,8 @@ describe("unary gRPC: the fast path answers as connect-node does", () => {
     const cancelled = session.request({ ":method": "POST", ":path": getOrganization, "content-type": "application/grpc", te: "trailers", ...bearer() });
     const closed = new Promise<void>((resolve) => cancelled.on("close", () => resolve()));
     cancelled.on("error", () => undefined);
-    cancelled.write(body.subarray(0, 3));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Part of the body is written out (the write's callback) before the cancel, rather than after a sleep.
+    await new Promise<void>((resolve, reject) => cancelled.write(body.subarray(0, 3), (err) => (err ? reject(err) : resolve())));
     cancelled.close(http2.constants.NGHTTP2_CANCEL);
     await closed;
     const after = await call(getOrganization, body, bearer(), false);

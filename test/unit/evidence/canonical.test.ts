@@ -118,7 +118,7 @@ describe("canonicalJson: agrees with the reference implementation", () => {
       fc.property(json, (value) => {
         expect(canonicalJson(value)).toBe(reference(value));
       }),
-      { numRuns: 2_000 },
+      { numRuns: 2_000, seed: 20_261_126 },
     );
   });
 
