@@ -38,7 +38,9 @@ import {
  * verify and consume exactly once with a live recheck. The same suite runs on
  * both consume paths, a service with REDIS_URL (Lua script, then the Postgres
  * arbiter) and one without (the Postgres statement alone), and every verify
- * case runs over /v1 and gRPC.
+ * case runs over /v1 and gRPC. test/cases/capabilities.yaml holds the same
+ * request/answer contract over /v1, gRPC and Connect on the shared service
+ * (Redis path only); the cases here stay because they run on both paths.
  */
 
 const PATHS = [
