@@ -22,8 +22,8 @@ export function signatureValid(key: KeyObject, signature: string, bytes: Uint8Ar
 
 /**
  * `signatureValid` on libuv's thread pool. Verifying is the largest CPU cost of
- * a signed request (~120 µs here); off the event loop it runs beside other
- * requests' work instead of in front of it.
+ * a signed request (docs/performance.md, CPU per request); off the event loop it
+ * runs beside other requests' work instead of in front of it.
  */
 function signatureValidOffLoop(key: KeyObject, signature: string, bytes: Uint8Array): Promise<boolean> {
   const sig = decodeSignature(signature);
@@ -117,13 +117,13 @@ export interface SignerIdentity {
   key: KeyObject;
 }
 
-/** 401 for a certificate rotated away since it was cached; 403 for an agent that may not sign (DESIGN §2 steps 2 and 4). */
+/** 401 for a certificate rotated away since it was cached; 403 for an agent that may not sign (docs/architecture.md, The Intent path, steps 2 and 4). */
 export function requireLiveSigner(state: { cert_state: string; agent_state: string }, allowSuspended: boolean): void {
   if (state.cert_state === "replaced") throw new MandateError("unknown_key", "The certificate was replaced by key rotation.");
   requireSigningState(state, allowSuspended);
 }
 
-/** 403 for an agent that may not sign actions: registered, revoked or retired (DESIGN §2 step 4). */
+/** 403 for an agent that may not sign actions: registered, revoked or retired (docs/architecture.md, The Intent path, step 4). */
 export function requireSigningState(cert: Pick<CertificateRow, "agent_state"> | { agent_state: string }, allowSuspended: boolean): void {
   switch (cert.agent_state) {
     case "revoked":
