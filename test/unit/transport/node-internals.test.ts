@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createAsyncIterable, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { afterEach, describe, expect, it } from "vitest";
+import { deferred, waitFor } from "../../support/wait.js";
 import { checkCompatServer, checkNodeInternals, checkStackOverflowText, checkStreamTables, isStackOverflowText, NodeInternalsError, renewStreamTables } from "../../../src/transport/node-internals.js";
 
 const closers: (() => void)[] = [];
@@ -79,8 +80,19 @@ describe("renewStreamTables", () => {
       checkStreamTables(session);
       stop = renewStreamTables(session);
     });
-    // Answers only after the tables were renewed at least twice.
-    server.on("stream", (stream) => setTimeout(() => stream.respond({ ":status": 200 }, { endStream: true }), 250));
+    // Answers only once the tables it was opened in have been replaced twice (a bounded wait
+    // on the tables themselves, not on time).
+    const opened = deferred<unknown>();
+    server.on("stream", (stream, _headers) => {
+      const session = stream.session!;
+      const first = streamsOf(session);
+      opened.resolve(first);
+      void (async () => {
+        const second = await waitFor("the stream tables renewed", () => streamsOf(session) !== first && streamsOf(session), { intervalMs: 10 });
+        await waitFor("the stream tables renewed again", () => streamsOf(session) !== second, { intervalMs: 10 });
+        stream.respond({ ":status": 200 }, { endStream: true });
+      })();
+    });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const client = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
     closers.push(
@@ -91,9 +103,8 @@ describe("renewStreamTables", () => {
     const request = client.request({ ":path": "/" });
     request.end();
     const status = new Promise<number>((resolve) => request.on("response", (headers) => resolve(Number(headers[":status"]))));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    const before = await opened.promise;
     expect(stop).not.toBeNull();
-    const before = streamsOf(sessions[0]!);
     expect(await status).toBe(200);
     expect(streamsOf(sessions[0]!)).not.toBe(before);
     stop!();
