@@ -71,7 +71,11 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
     logger.info({ data_dir: config.dataDir }, "DATABASE_URL unset: starting embedded Postgres");
-    embedded = await startEmbeddedPostgres(config.dataDir, (msg) => logger.debug({ postgres: msg }));
+    embedded = await startEmbeddedPostgres(
+      config.dataDir,
+      (msg) => logger.debug({ postgres: msg }),
+      (msg) => logger.warn(msg),
+    );
     databaseUrl = embedded.url;
   }
   const db = createDatabase(databaseUrl);

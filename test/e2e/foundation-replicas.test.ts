@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -6,6 +6,7 @@ import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, processesMentioning, spawnService, type ServiceProcess } from "../support/process.js";
 import { createTestDatabase, createV1Client, uniqueEmail } from "../support/service.js";
+import { waitFor } from "../support/wait.js";
 
 /*
  * The service as operators run it: separate processes started by `tsx
@@ -97,5 +98,54 @@ describe("npm start's default: the embedded Postgres", () => {
 
     expect(await second.stop("SIGINT")).toEqual({ code: 0, signal: null });
     expect(processesMentioning(dataDir)).toEqual([]);
+  });
+});
+
+describe("after a SIGKILL, the embedded Postgres left running", () => {
+  it("is recognised as this data folder's, stopped, and started again: the next start serves the same data", async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), "mandate-orphan-"));
+    await chmod(dataDir, 0o777);
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    const env = async () => ({ PORT: String(await freePort()), MANDATE_DATA_DIR: dataDir, MANDATE_OPERATOR_KEY: "op_orphan_test" });
+
+    const first = await track(spawnService(await env()));
+    const created = await createV1Client(first.baseUrl)("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("orphan") } });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    // The service process (the postmaster's parent, under the tsx wrapper) dies without a chance
+    // to stop its Postgres, which keeps running, orphaned.
+    const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
+    const service = Number(readFileSync(`/proc/${postmaster}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    process.kill(service, "SIGKILL");
+    await first.stop("SIGKILL");
+    await waitFor("the killed service to be gone", () => !existsSync(`/proc/${service}/cmdline`) || readFileSync(`/proc/${service}/cmdline`, "utf8") === "");
+    const orphans = processesMentioning(path.join(dataDir, "postgres"));
+    expect(orphans.length, "the killed service's Postgres is still running").toBeGreaterThan(0);
+
+    const second = await track(spawnService(await env()));
+    expect(second.output.some((l) => l.includes("orphaned")), second.output.join("\n")).toBe(true);
+    for (const o of orphans) expect(existsSync(`/proc/${o.pid}`) && processesMentioning(path.join(dataDir, "postgres")).some((p) => p.pid === o.pid), `orphan ${o.pid} still running`).toBe(false);
+    const again = await createV1Client(second.baseUrl)("GET", "/v1/organization", { bearer: created.body.api_key });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.organization_id).toBe(created.body.organization_id);
+
+    expect(await second.stop("SIGTERM")).toEqual({ code: 0, signal: null });
+    expect(processesMentioning(path.join(dataDir, "postgres"))).toEqual([]);
+  });
+
+  it("names the failing part and its cause when the embedded Postgres cannot start", async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), "mandate-broken-"));
+    await chmod(dataDir, 0o777);
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    // A cluster folder that is not a cluster: initdb is skipped (PG_VERSION exists) and start fails.
+    const { mkdir, writeFile } = await import("node:fs/promises");
+    await mkdir(path.join(dataDir, "postgres"), { recursive: true });
+    await writeFile(path.join(dataDir, "postgres", "PG_VERSION"), "18\n");
+    const failed = await spawnService({ PORT: String(await freePort()), MANDATE_DATA_DIR: dataDir }).then(
+      () => null,
+      (err: Error) => err.message,
+    );
+    expect(failed).not.toBeNull();
+    expect(failed).toMatch(/mandate: could not start: the embedded Postgres in \S+ did not start: \S/);
+    expect(failed).not.toMatch(/could not start: undefined/);
   });
 });
