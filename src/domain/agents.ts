@@ -5,7 +5,7 @@ import { MandateError, notFound, validationFailed, type FieldError } from "../ba
 import type { EvidenceLog } from "./evidence-log.js";
 import { newId } from "./ids.js";
 import { decodeCursor, encodeCursor, pageSize } from "../base/pagination.js";
-import { AgentSignatures, parsePublicKey, requireSigningState } from "./signatures.js";
+import { AgentSignatures, parsePublicKey } from "./signatures.js";
 import { parseInstant } from "../base/instants.js";
 import { parseJsonObject } from "../base/text.js";
 
@@ -251,8 +251,7 @@ export class Agents {
 
   /** Accepts an agent-signed heartbeat `{agent_id, sent_at, nonce}` while the agent is active. */
   async heartbeat(keyId: string, signature: string, body: Uint8Array, pathAgentId: string, skewSeconds: number): Promise<{ agentId: string; state: AgentState; at: Date }> {
-    const cert = await this.signatures.verify(keyId, signature, body);
-    requireSigningState(cert, false);
+    const cert = await this.signatures.verifyLive(keyId, signature, body, false);
     const d = parseJsonObject(body);
     const errors: FieldError[] = [];
     for (const k of Object.keys(d)) if (!["agent_id", "sent_at", "nonce"].includes(k)) errors.push({ field: k, code: "unknown_field", message: "unknown field" });

@@ -24,7 +24,8 @@ export class Decisions {
     if (caller.kind === "agent_signed") {
       if (!caller.timestamp) throw new MandateError("missing_credentials", "An agent-signed read needs X-Service-Timestamp.");
       const signed = Buffer.from(`GET /v1/decisions/${decisionId}\n${caller.timestamp}`, "utf8");
-      const cert = await this.signatures.verify(caller.keyId, caller.signature, signed);
+      // Only a signer that may still act reads: a suspended agent polls its reviews; a revoked or retired one reads nothing.
+      const cert = await this.signatures.verifyLive(caller.keyId, caller.signature, signed, true);
       const at = Date.parse(caller.timestamp);
       if (Number.isNaN(at) || Math.abs(Date.now() - at) > this.skewSeconds * 1000) {
         throw new MandateError("request_expired", `X-Service-Timestamp must be within ${this.skewSeconds} s of server time.`);

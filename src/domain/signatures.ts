@@ -85,12 +85,27 @@ export class AgentSignatures {
   }
 
   /**
+   * Verifies an agent-signed request other than an Intent (a heartbeat, a read) and returns
+   * the signing certificate read live, with its agent's state: 401 `unknown_key` for an
+   * unknown or rotated-away certificate, 401 `signature_invalid` for a bad signature, then 403
+   * when the signer may not act now. A revoked, retired or rotated-out certificate
+   * authenticates nothing, reads included (docs/architecture.md, Authentication); a suspended
+   * agent's is accepted only with `allowSuspended`.
+   */
+  async verifyLive(keyId: string, signature: string, bytes: Uint8Array, allowSuspended: boolean): Promise<CertificateRow> {
+    const cert = await this.verify(keyId, signature, bytes);
+    requireSigningState(cert, allowSuspended);
+    if (cert.state !== "active") throw new MandateError("agent_revoked", "The certificate is revoked.");
+    return cert;
+  }
+
+  /**
    * Returns the certificate (with its agent's state) whose key signed `bytes`.
    * 401 `unknown_key` for an unknown or rotated-away certificate, 401
-   * `signature_invalid` for a bad signature. A revoked certificate still
-   * verifies here so the caller can answer 403 `agent_revoked`.
+   * `signature_invalid` for a bad signature. It says nothing about the signer's
+   * state: `verifyLive` checks it.
    */
-  async verify(keyId: string, signature: string, bytes: Uint8Array): Promise<CertificateRow> {
+  private async verify(keyId: string, signature: string, bytes: Uint8Array): Promise<CertificateRow> {
     const cert = keyId.length <= 64 ? await this.agents.certificate(keyId) : null;
     if (!cert || cert.state === "replaced") throw new MandateError("unknown_key", "The certificate is unknown or was replaced by key rotation.");
     let key = this.keys.get(cert.certificate_id);

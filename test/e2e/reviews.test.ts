@@ -9,6 +9,7 @@ import {
   independentRecordCheck,
   intentDoc,
   newAgent,
+  newAgentKey,
   newApiKey,
   newOrgFixture,
   paymentDoc,
@@ -99,6 +100,35 @@ describe.each(TRANSPORTS)("reading decisions over %s", (transport: Transport) =>
     expect(own.body).toMatchObject({ decision_id: id, outcome: "HUMAN_REVIEW", status: "PENDING" });
     expectResult(await agentGetDecision(svc, transport, sibling, id), 404, "not_found");
     expectResult(await agentGetDecision(svc, transport, foreign, id), 404, "not_found");
+  });
+
+  it("a revoked, retired or rotated-out certificate reads nothing, not even its own decisions; a suspended agent still reads its own", async () => {
+    // docs/architecture.md, Authentication: what an agent's state still allows is decided per operation;
+    // a revoked, retired or rotated-out certificate authenticates nothing, reads included.
+    const [revoked, retired, rotated, suspended] = await Promise.all([newAgent(svc, org), newAgent(svc, org), newAgent(svc, org), newAgent(svc, org)]);
+    const [ofRevoked, ofRetired, ofRotated, ofSuspended] = await Promise.all([decide(10, revoked), decide(10, retired), decide(2_500, rotated), decide(2_500, suspended)]);
+    for (const [a, id] of [[revoked, ofRevoked], [retired, ofRetired], [rotated, ofRotated], [suspended, ofSuspended]] as const) expectResult(await agentGetDecision(svc, transport, a, id), 200);
+    const newKey = newAgentKey();
+    const lifecycle = async (path: string, body: unknown = {}) => {
+      const res = await svc.v1("POST", path, { bearer: org.apiKey, body });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body;
+    };
+    await lifecycle(`/v1/agents/${revoked.agentId}/revoke`);
+    await lifecycle(`/v1/agents/${retired.agentId}/retire`);
+    await lifecycle(`/v1/agents/${suspended.agentId}/suspend`);
+    const { certificate_id: newCertificate } = await lifecycle(`/v1/agents/${rotated.agentId}/rotate-key`, { public_key: newKey.publicKey });
+
+    expectResult(await agentGetDecision(svc, transport, revoked, ofRevoked), 403, "agent_revoked");
+    expectResult(await agentGetDecision(svc, transport, retired, ofRetired), 403, "agent_retired");
+    expectResult(await agentGetDecision(svc, transport, rotated, ofRotated), 401, "unknown_key");
+    expectResult(await agentGetDecision(svc, transport, { certificateId: rotated.certificateId, key: newKey }, ofRotated), 401, "unknown_key");
+    const renewed = await agentGetDecision(svc, transport, { certificateId: newCertificate, key: newKey }, ofRotated);
+    expectResult(renewed, 200);
+    expect(renewed.body).toMatchObject({ decision_id: ofRotated, agent_id: rotated.agentId });
+    const own = await agentGetDecision(svc, transport, suspended, ofSuspended);
+    expectResult(own, 200);
+    expect(own.body).toMatchObject({ decision_id: ofSuspended, status: "PENDING" });
   });
 
   it("agent-signed reads refuse a stale timestamp (422), a forged or misdirected signature (401) and a missing timestamp (401)", async () => {
