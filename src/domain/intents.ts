@@ -218,7 +218,9 @@ export class Intents {
     let evaluation: Evaluation | null = null;
     if (context.agent_state !== "suspended") {
       if (context.context_bindings && intent.context) {
-        const undeclared = Object.keys(intent.context).filter((k) => !(k in context.context_bindings!));
+        // Own keys only: `in` would also find inherited names (constructor, __proto__, toString, …).
+        const bindings = context.context_bindings;
+        const undeclared = Object.keys(intent.context).filter((k) => !Object.hasOwn(bindings, k));
         if (undeclared.length) {
           throw new MandateError(
             "undeclared_context_field",
