@@ -135,7 +135,8 @@ export class MandateClient {
   /**
    * Registers an agent under `principalId` with `key`'s public key (the private
    * key never leaves this process). Idempotent per key: registering the same
-   * key again in the same organization answers the same agent.
+   * key again in the same organization with the same name, principal and labels
+   * answers the same agent; other ones are a ConflictError (`already_exists`).
    */
   registerAgent(options: { name: string; principalId: string; key: AgentKey; owner?: string; businessUnit?: string; environment?: string }): Promise<Agent> {
     const body: Record<string, string> = { name: options.name, acting_for_principal_id: options.principalId, public_key: options.key.publicKey };

@@ -49,6 +49,21 @@ function checkLabel(errors: FieldError[], field: string, value: string | undefin
   if (value !== undefined && value.length > 200) errors.push({ field, code: "too_long", message: "at most 200 characters" });
 }
 
+/**
+ * The request fields in which a repeated registration differs from the agent its key already
+ * identifies (as it stands): the name, the acting principal, and each label the request gives.
+ * A label left out claims nothing, as in a PATCH.
+ */
+function registrationDifferences(agent: AgentRow, name: string, input: Registration): string[] {
+  const differing: string[] = [];
+  if (agent.name !== name) differing.push("name");
+  if (agent.acting_for_principal_id !== input.actingForPrincipalId) differing.push("acting_for_principal_id");
+  if (input.owner !== undefined && agent.owner !== input.owner) differing.push("owner");
+  if (input.businessUnit !== undefined && agent.business_unit !== input.businessUnit) differing.push("business_unit");
+  if (input.environment !== undefined && agent.environment !== input.environment) differing.push("environment");
+  return differing;
+}
+
 /** Agents: registration, lifecycle, key rotation, labels and heartbeats; every change leaves evidence. */
 export class Agents {
   constructor(
@@ -66,8 +81,10 @@ export class Agents {
 
   /**
    * Registers an agent (state `registered`). Idempotent per public key: the
-   * same key in the same organization returns the same identity; a key used
-   * by another organization, or rotated away, is 409 `already_exists`.
+   * same key in the same organization with the same name, acting principal and
+   * the labels it gives returns the same identity; a key used by another
+   * organization, rotated away, or registered for another principal, under
+   * another name or with another label is 409 `already_exists`.
    */
   async register(caller: OrgCaller, input: Registration): Promise<{ agent: AgentRow; created: boolean }> {
     const errors: FieldError[] = [];
@@ -91,7 +108,16 @@ export class Agents {
         if (existing.organization_id !== caller.organizationId || existing.state === "replaced") {
           throw new MandateError("already_exists", "This public key is already registered to another identity.");
         }
-        return { agent: await this.mustGet(caller, existing.agent_id), created: false };
+        const agent = await this.mustGet(caller, existing.agent_id);
+        const differing = registrationDifferences(agent, name, input);
+        if (differing.length) {
+          throw new MandateError(
+            "already_exists",
+            "This public key is already registered to an agent with other fields; a registration is repeated only with the same ones.",
+            differing.map((field) => ({ field, code: "already_exists", message: "differs from the agent already registered with this public key" })),
+          );
+        }
+        return { agent, created: false };
       }
       const agentId = newId("agt");
       const certificateId = newId("crt");

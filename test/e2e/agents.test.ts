@@ -148,7 +148,7 @@ describe.each(TRANSPORTS)("registration over %s", (transport: Transport) => {
   const register = (o: OrgFixture, fields: Record<string, unknown>) =>
     call(svc, transport, M.registerAgent, { name: "payables-bot", acting_for_principal_id: o.principalId, ...fields }, bearer(o));
 
-  it("is idempotent per key: same key, same org → same identity and no new record; other org → 409 already_exists", async () => {
+  it("is idempotent per key: same key and fields, same org → same identity and no new record; other fields or org → 409 already_exists", async () => {
     const key = newAgentKey();
     const first = await register(org, { public_key: key.publicKey });
     expectResult(first, 200);
@@ -158,9 +158,13 @@ describe.each(TRANSPORTS)("registration over %s", (transport: Transport) => {
     expect(again.body.certificate_id).toBe(first.body.certificate_id);
     // Idempotent also once the agent moved on: the same identity, in its current state.
     expectResult(await call(svc, transport, M.activateAgent, { agent_id: first.body.agent_id }, bearer(org)), 200);
-    const third = await register(org, { public_key: key.publicKey, name: "renamed" });
+    const third = await register(org, { public_key: key.publicKey });
     expect(third.body.agent_id).toBe(first.body.agent_id);
     expect(third.body.state).toBe("active");
+    // The same key under another name, or for another principal, is not this identity's registration.
+    expectResult(await register(org, { public_key: key.publicKey, name: "renamed" }), 409, "already_exists");
+    const role = await svc.v1("POST", "/v1/principals", { bearer: org.apiKey, body: { display_name: "Treasury", kind: "role" } });
+    expectResult(await register(org, { public_key: key.publicKey, acting_for_principal_id: role.body.principal_id }), 409, "already_exists");
     expect(await auditRecords(first.body.agent_id)).toHaveLength(2);
 
     const elsewhere = await register(other, { public_key: key.publicKey });

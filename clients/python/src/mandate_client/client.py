@@ -178,8 +178,9 @@ class MandateClient:
         """Registers an agent acting for ``principal_id`` with ``key``'s public key.
 
         Only the public key is uploaded. Idempotent per key: registering the
-        same key again in the same organization answers the same agent (state
-        ``registered`` until :meth:`activate`).
+        same key again in the same organization with the same name, principal
+        and labels answers the same agent (state ``registered`` until
+        :meth:`activate`); other ones raise ``ConflictError`` (``already_exists``).
         """
         body: Dict[str, Any] = {"name": name, "acting_for_principal_id": principal_id, "public_key": key.public_key}
         for field, value in (("owner", owner), ("business_unit", business_unit), ("environment", environment)):

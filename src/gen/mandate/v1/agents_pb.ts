@@ -458,7 +458,10 @@ export const AgentStateSchema: GenEnum<AgentState> = /*@__PURE__*/
 export const AgentService: GenService<{
   /**
    * Registers an agent in state `registered` (spec endpoint 2). Idempotent per
-   * public key within an organization. AGENT_ADMIN or operator key.
+   * public key within an organization: the same name, acting principal and given
+   * labels answer the same agent; a key already registered with another name,
+   * principal or label (or by another organization) is 409 already_exists.
+   * AGENT_ADMIN or operator key.
    *
    * @generated from rpc mandate.v1.AgentService.RegisterAgent
    */
