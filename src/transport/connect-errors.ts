@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { ConnectError, Code, createContextKey, createContextValues, type ContextValues } from "@connectrpc/connect";
 import { encodeEnvelope, transformSplitEnvelope, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromString, codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeFromString, codeToHttpStatus, endStreamFlag, endStreamFromJson, endStreamToJson, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { toConnectError } from "./errors.js";
@@ -59,8 +59,8 @@ function withDetail(trailer: Headers, requestId: string, values: ContextValues):
  * them the same shape as every other error: a stable detail code in a
  * mandate.v1.ErrorDetail, and INVALID_ARGUMENT rather than INTERNAL for bad
  * input (recognised by where it arose: see reachedPipelineKey). gRPC trailers,
- * gRPC-Web trailer frames and Connect unary error bodies are rewritten; answers
- * that already carry a detail pass through untouched.
+ * gRPC-Web trailer frames, Connect end-stream messages and Connect unary error
+ * bodies are rewritten; answers that already carry a detail pass through untouched.
  */
 export function withErrorDetails(handler: UniversalHandler): UniversalHandler {
   const wrapped = async (req: Parameters<UniversalHandler>[0]): Promise<UniversalServerResponse> => {
@@ -91,6 +91,26 @@ export function withErrorDetails(handler: UniversalHandler): UniversalHandler {
             const detailed = withDetail(trailerParse(envelope.data), requestId, values);
             if (detailed) {
               yield encodeEnvelope(trailerFlag, trailerSerialize(detailed));
+              continue;
+            }
+          }
+          yield encodeEnvelope(envelope.flags, envelope.data);
+        }
+      })();
+      return res;
+    }
+    if (contentType.startsWith("application/connect+") && res.body) {
+      // Connect's streaming form carries its status in an end-stream message (flag 2) of JSON at
+      // the end of the body; one that is compressed (flag 1) is passed on as it is.
+      const body = res.body;
+      res.body = (async function* () {
+        for await (const envelope of transformSplitEnvelope(Number.MAX_SAFE_INTEGER)(body)) {
+          if (envelope.flags === endStreamFlag) {
+            const end = endStreamFromJson(envelope.data);
+            if (end.error && end.error.details.length === 0) {
+              const raw = new ConnectError(end.error.rawMessage, codeOf(end.error.code, !values.get(reachedPipelineKey)));
+              const json = endStreamToJson(end.metadata, toConnectError(raw, requestId), {});
+              yield encodeEnvelope(endStreamFlag, new TextEncoder().encode(JSON.stringify(json)));
               continue;
             }
           }

@@ -155,8 +155,8 @@ describe("unary gRPC: the fast path answers as connect-node does", () => {
   });
 
   // Here the paths may differ: connect-node takes a frame shorter than its declared length as
-  // the message it holds, and answers a compressed flag without grpc-encoding with INTERNAL (as
-  // grpc-go does); the fast path refuses anything but exactly one whole plain message.
+  // the message it holds; the fast path refuses anything but exactly one whole plain message.
+  // (Compressed frames that do not decompress: grpc-compression.test.ts.)
   it("broken framing: the fast path refuses it with INVALID_ARGUMENT; connect-node's answers carry an ErrorDetail too", async () => {
     const message = toBinary(GetOrganizationRequestSchema, create(GetOrganizationRequestSchema));
     const broken = [frame(message, 0, message.length + 10), frame(message).subarray(0, 3), Buffer.concat([frame(message), frame(message)]), frame(message, 1)];
