@@ -53,6 +53,7 @@ import { PostgresPrincipalStore } from "./storage/postgres/principals.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
+import { createClientAddressOf } from "./transport/client-address.js";
 import { listen } from "./transport/server.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
@@ -133,7 +134,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;
-    const pipeline = new RequestPipeline(credentials, logger);
+    const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
     const server = await listen({

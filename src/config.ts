@@ -20,6 +20,8 @@ export interface Config {
   operatorKey: string | undefined;
   logLevel: string;
   limits: Limits;
+  /** Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client; empty: none. */
+  trustedProxies: string[];
 }
 
 function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -42,6 +44,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
+    trustedProxies: (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== ""),
     limits: {
       intentBodyBytes: 64 * 1024,
       requestBodyBytes: 2 * 1024 * 1024,

@@ -65,7 +65,7 @@ def main() -> int:
     # 1. Create an organization: a sandbox needs no authentication and comes with an
     #    all-permission API key and the active starter policy.
     with MandateClient(BASE_URL) as anonymous:
-        sandbox = anonymous.create_sandbox(f"onboarding+{uuid.uuid4().hex[:10]}@example.com")
+        sandbox = anonymous.create_sandbox(f"onboarding-{uuid.uuid4().hex[:10]}@example.com")
     step(1, f"sandbox organization {sandbox.organization_id} (starter policy: {sandbox.starter_policy_key})")
     admin = MandateClient(BASE_URL, api_key=sandbox.api_key)
     summary["organization_id"] = sandbox.organization_id

@@ -54,7 +54,7 @@ async function main(): Promise<void> {
 
   // 1. Create an organization: a sandbox needs no authentication and comes with an
   //    all-permission API key and the active starter policy.
-  const sandbox = await new MandateClient({ baseUrl: BASE_URL }).createSandbox(`onboarding+${randomUUID().slice(0, 10)}@example.com`);
+  const sandbox = await new MandateClient({ baseUrl: BASE_URL }).createSandbox(`onboarding-${randomUUID().slice(0, 10)}@example.com`);
   step(1, `sandbox organization ${sandbox.organization_id} (starter policy: ${sandbox.starter_policy_key})`);
   const admin = new MandateClient({ baseUrl: BASE_URL, apiKey: sandbox.api_key });
   summary.organization_id = sandbox.organization_id;

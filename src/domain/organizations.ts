@@ -30,6 +30,16 @@ function requireName(name: string, field = "name"): void {
   if (errors.length) throw validationFailed(errors);
 }
 
+/**
+ * The mailbox an address (already trimmed and lower-cased) delivers to, for counting sandbox
+ * sign-ups: a `+tag` in the local part is a label, not another mailbox.
+ */
+function mailboxOf(email: string): string {
+  const at = email.lastIndexOf("@");
+  const plus = email.indexOf("+");
+  return plus > 0 && plus < at ? email.slice(0, plus) + email.slice(at) : email;
+}
+
 /** Organizations and their API keys. */
 export class Organizations {
   constructor(
@@ -65,6 +75,7 @@ export class Organizations {
   /**
    * Creates a sandbox organization for `email`, enforcing the per-address,
    * per-email and total limits in the same transaction (429 `rate_limited`).
+   * The per-email limit counts mailboxes: `Dev+one@Example.com` is `dev@example.com`.
    */
   async createSandbox(email: string, clientAddress: string): Promise<{ org: OrganizationRow; key: CreatedKey }> {
     const normalized = email.trim().toLowerCase();
@@ -72,6 +83,7 @@ export class Organizations {
       throw validationFailed([{ field: "email", code: "invalid_format", message: "must be an email address" }]);
     }
     const c = this.creation(`Sandbox for ${normalized}`, true);
+    const mailbox = mailboxOf(normalized);
     const admit = (counts: SandboxCounts) => {
       let why: string | null = null;
       if (counts.total >= this.limits.sandboxMaxOrgs) why = "The sandbox is full.";
@@ -79,7 +91,7 @@ export class Organizations {
       else if (counts.byEmailLastDay >= this.limits.sandboxPerEmailPerDay) why = "Too many sandbox organizations for this email today.";
       if (why) throw new MandateError("rate_limited", why);
     };
-    const created = await this.store.createSandbox(c.org, c.key, c.policy, { email: normalized, client_address: clientAddress }, admit);
+    const created = await this.store.createSandbox(c.org, c.key, c.policy, { email: mailbox, client_address: clientAddress }, admit);
     return { org: created.org, key: { row: created.key, secret: c.secret } };
   }
 

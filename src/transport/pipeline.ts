@@ -8,6 +8,7 @@ import { MandateError } from "../base/errors.js";
 import { requireStorableText } from "../base/text.js";
 import { accessOf } from "./access.js";
 import { authenticate, type HeaderSource } from "./authenticate.js";
+import type { ClientAddressOf } from "./client-address.js";
 import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
 import { asClientInput, reachedPipelineKey } from "./connect-errors.js";
 import { describeError, toConnectError } from "./errors.js";
@@ -92,6 +93,7 @@ export class RequestPipeline {
     private readonly credentials: Credentials,
     readonly logger: Logger,
     readonly metrics: Metrics = new Metrics(),
+    private readonly clientAddressOf: ClientAddressOf = (peer) => peer,
   ) {}
 
   /** The client's request id when it is sane, else a new one. */
@@ -99,11 +101,15 @@ export class RequestPipeline {
     return typeof presented === "string" && /^[A-Za-z0-9._-]{1,64}$/.test(presented) ? presented : randomUUID();
   }
 
-  /** Authenticates a call of `Service.Method`; unknown methods are refused, never let through. */
-  authenticate(serviceTypeName: string, methodName: string, headers: HeaderSource, clientAddress: string): Promise<Caller> {
+  /**
+   * Authenticates a call of `Service.Method` from socket peer `peer`; unknown methods are
+   * refused, never let through. The caller's client address is the peer, or behind trusted
+   * proxies the address they forwarded for.
+   */
+  authenticate(serviceTypeName: string, methodName: string, headers: HeaderSource, peer: string): Promise<Caller> {
     const access = accessOf(serviceTypeName, methodName);
     if (!access) throw new MandateError("not_found", "Unknown method.");
-    return authenticate(this.credentials, access, headers, clientAddress);
+    return authenticate(this.credentials, access, headers, this.clientAddressOf(peer, headers.get("x-forwarded-for")));
   }
 
   /**

@@ -128,7 +128,7 @@ export function sharedRedisUrl(): string {
 
 /** A unique, valid email address, so per-email limits never couple tests. */
 export function uniqueEmail(prefix = "dev"): string {
-  return `${prefix}+${randomUUID().slice(0, 12)}@example.com`;
+  return `${prefix}-${randomUUID().slice(0, 12)}@example.com`;
 }
 
 /**

@@ -34,7 +34,7 @@ def base_url() -> str:
 
 
 def unique_email(prefix: str = "py") -> str:
-    return f"{prefix}+{uuid.uuid4().hex[:12]}@example.com"
+    return f"{prefix}-{uuid.uuid4().hex[:12]}@example.com"
 
 
 @dataclass

@@ -70,7 +70,7 @@ def main() -> int:
     out: Dict[str, Any] = {}
 
     sandbox = organizations_pb2_grpc.SandboxServiceStub(channel).CreateSandboxOrganization(
-        organizations_pb2.CreateSandboxOrganizationRequest(email=f"grpc+{uuid.uuid4().hex[:10]}@example.com")
+        organizations_pb2.CreateSandboxOrganizationRequest(email=f"grpc-{uuid.uuid4().hex[:10]}@example.com")
     )
     bearer = (("authorization", f"Bearer {sandbox.api_key}"),)
     principal = principals_pb2_grpc.PrincipalServiceStub(channel).CreatePrincipal(
