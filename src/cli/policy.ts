@@ -21,7 +21,7 @@ from. DIR may hold:
                                          data.mandate.graph like a published one
 Exit status 0 when every test passes, 1 when one fails, 2 on bad input.`;
 
-const RULES = /^([a-z][a-z0-9_]*)\.rules\.(ya?ml|json)$/;
+const RULES = /^([a-z][a-z0-9_-]*)\.rules\.(ya?ml|json)$/;
 
 function parse(name: string, text: string): unknown {
   try {

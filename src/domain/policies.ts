@@ -120,7 +120,7 @@ export class Policies {
   /** Creates a policy and its first draft version. */
   async create(caller: OrgCaller, policyKey: string, description: string, source: PolicySourceInput): Promise<PolicyVersionRow> {
     if (!isPolicyKey(policyKey) || policyKey.length > 63) {
-      throw validationFailed([{ field: "policy_key", code: "invalid_format", message: "must match [a-z][a-z0-9_]{0,62}" }]);
+      throw validationFailed([{ field: "policy_key", code: "invalid_format", message: "must match [a-z][a-z0-9_-]{0,62}" }]);
     }
     if (description.length > 2000) throw validationFailed([{ field: "description", code: "too_long", message: "at most 2000 characters" }]);
     const rego = compileSource(policyKey, source);

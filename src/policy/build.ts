@@ -6,7 +6,7 @@ import { PolicyCompileError, PolicySourceError, type CompileProblem } from "./er
 import type { AuthorityGraph } from "./graph-types.js";
 import { indexGraph } from "./graph-index.js";
 import { ENTRYPOINT, libraryModules, runOpa, wasmCapabilities } from "./opa.js";
-import { assertRegoPackage, isPolicyKey } from "./rules.js";
+import { assertRegoPackage, isPolicyKey, POLICY_KEY_PATTERN } from "./rules.js";
 
 /** One active runtime policy version, as Rego (rules documents are compiled by compileRules first). */
 export interface BundlePolicy {
@@ -61,7 +61,7 @@ export async function buildBundle(request: BundleRequest): Promise<BuiltBundle> 
  */
 export async function checkRegoModule(policyKey: string, rego: string): Promise<void> {
   if (!isPolicyKey(policyKey)) {
-    throw new PolicySourceError([{ message: `policy key ${JSON.stringify(policyKey)} must match ^[a-z][a-z0-9_]*$` }]);
+    throw new PolicySourceError([{ message: `policy key ${JSON.stringify(policyKey)} must match ${POLICY_KEY_PATTERN.source}, at most 63 characters` }]);
   }
   assertRegoPackage(policyKey, rego);
   await withWorkspace([{ policy_key: policyKey, version: 0, rego }], {}, compile);
@@ -136,6 +136,6 @@ function parseOpaText(text: string): CompileProblem[] {
 function locate(file: string | undefined, problem: Omit<CompileProblem, "file" | "policy_key">): CompileProblem {
   if (file === undefined) return problem;
   const normalised = file.replace(/^\.?\//, "");
-  const key = /^policies\/([a-z][a-z0-9_]*)\.rego$/.exec(normalised)?.[1];
+  const key = /^policies\/([a-z][a-z0-9_-]*)\.rego$/.exec(normalised)?.[1];
   return { file: normalised, ...(key ? { policy_key: key } : {}), ...problem };
 }

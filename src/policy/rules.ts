@@ -10,8 +10,23 @@ export const OUTCOMES: readonly Outcome[] = ["ALLOW", "DENY", "HUMAN_REVIEW"];
 /** Reason codes are stable machine-readable snake_case, never free text (see docs/architecture.md, Policies). */
 export const REASON_PATTERN = /^[a-z][a-z0-9_]*$/;
 
-/** Policy keys name a Rego package segment, `mandate.policies.<policy_key>`. */
-export const POLICY_KEY_PATTERN = /^[a-z][a-z0-9_]*$/;
+/**
+ * Policy keys: lowercase letters, digits, `_` and `-`, starting with a letter (at most 63, see
+ * {@link isPolicyKey}). Each names its own Rego package, {@link regoPackage}.
+ */
+export const POLICY_KEY_PATTERN = /^[a-z][a-z0-9_-]*$/;
+
+/**
+ * The Rego package of a policy: `mandate.policies.<policy_key>`, or, for a key with a `-`
+ * (which a Rego name cannot hold), the quoted reference `mandate.policies["<policy_key>"]`.
+ * Either way the package's last path segment is the key itself, unchanged, so two keys never
+ * share a package (`a-b` and `a_b` are `data.mandate.policies["a-b"]` and
+ * `data.mandate.policies["a_b"]`) and the library's `data.mandate.policies[key]` and the
+ * decision trace see the key as written.
+ */
+export function regoPackage(policyKey: string): string {
+  return /^[a-z][a-z0-9_]*$/.test(policyKey) ? `mandate.policies.${policyKey}` : `mandate.policies[${JSON.stringify(policyKey)}]`;
+}
 
 /** Action names as Intents carry them (`vendor_payment`, `purchase_order.submit`). */
 export const ACTION_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -95,7 +110,7 @@ export function parseRulesDocument(source: unknown): RulesDocument {
   return value as RulesDocument;
 }
 
-/** Compiles a rules document into the Rego module `package mandate.policies.<policyKey>`; throws PolicySourceError when either is invalid. */
+/** Compiles a rules document into the Rego module of the policy's package ({@link regoPackage}); throws PolicySourceError when either is invalid. */
 export function compileRules(policyKey: string, source: unknown): string {
   if (!isPolicyKey(policyKey)) {
     throw new PolicySourceError([{ message: `policy key ${JSON.stringify(policyKey)} must match ${POLICY_KEY_PATTERN.source}` }]);
@@ -103,7 +118,7 @@ export function compileRules(policyKey: string, source: unknown): string {
   const doc = parseRulesDocument(source);
   const actions = [...doc.actions].sort().map((a) => JSON.stringify(a));
   const blocks = [
-    `package mandate.policies.${policyKey}`,
+    `package ${regoPackage(policyKey)}`,
     "# Generated from a rules document by src/policy/rules.ts.",
     `actions := {${actions.join(", ")}}`,
   ];
@@ -113,20 +128,21 @@ export function compileRules(policyKey: string, source: unknown): string {
 }
 
 /**
- * Checks that a hand-written module declares exactly `package mandate.policies.<policyKey>`,
- * so one policy can never define rules in another's (or the library's) namespace. Throws
+ * Checks that a hand-written module declares exactly its policy's package ({@link regoPackage}:
+ * `package mandate.policies.<policyKey>`, quoted in brackets for a key with a `-`), so one
+ * policy can never define rules in another's (or the library's) namespace. Throws
  * PolicySourceError pointing at the offending line.
  */
 export function assertRegoPackage(policyKey: string, rego: string): void {
   const lines = rego.split(/\r?\n/);
   const index = lines.findIndex((line) => !/^\s*(#.*)?$/.test(line));
   const line = lines[index];
-  const expected = `package mandate.policies.${policyKey}`;
+  const expected = `package ${regoPackage(policyKey)}`;
   if (line === undefined) {
     throw new PolicySourceError([{ message: `the module is empty; it must start with "${expected}"` }]);
   }
   const match = /^\s*package\s+(\S+)\s*(#.*)?$/.exec(line);
-  if (match?.[1] !== `mandate.policies.${policyKey}` || !isPolicyKey(policyKey)) {
+  if (match?.[1] !== regoPackage(policyKey) || !isPolicyKey(policyKey)) {
     const column = line.search(/\S/) + 1;
     throw new PolicySourceError([{ line: index + 1, column, message: `the package must be "${expected}"` }]);
   }

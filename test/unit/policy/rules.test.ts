@@ -11,6 +11,7 @@ import {
   STARTER_RULES,
   assertRegoPackage,
   compileRules,
+  isPolicyKey,
   parseRulesDocument,
   type FieldCondition,
 } from "../../../src/policy/rules.js";
@@ -91,6 +92,45 @@ describe("rules documents compiled to Rego, evaluated in WebAssembly", () => {
   });
 });
 
+describe("policy keys with a dash", () => {
+  it("a-b and a_b are two packages in one bundle, each deciding its own actions", async () => {
+    const policy = (key: string, actions: string[], outcome: "ALLOW" | "DENY", reason: string) => ({
+      policy_key: key,
+      version: 1,
+      rego: compileRules(key, { actions, rules: [{ id: "r", outcome, reason }] }),
+    });
+    const built = await buildBundle({
+      policies: [policy("a-b", ["dash", "both"], "ALLOW", "from_dash"), policy("a_b", ["underscore", "both"], "DENY", "from_underscore")],
+      graph: null,
+      graph_version: null,
+    });
+    const engine = new PolicyEngine();
+    await engine.load(built.digest, built.bundle);
+    const decide = (action: string) =>
+      engine.evaluate(built.digest, {
+        intent: { agent_id: "a", action, requested_at: "2026-01-01T00:00:00.000Z", nonce: "n" },
+        agent: { agent_id: "a", state: "active" },
+        principal: { principal_id: "p", external_ref: null, kind: "person" },
+        now: "2026-01-01T00:00:00.000Z",
+      });
+    const dash = { policy: "a-b", rule: "r", outcome: "ALLOW", reason: "from_dash", detail: null };
+    const underscore = { policy: "a_b", rule: "r", outcome: "DENY", reason: "from_underscore", detail: null };
+    expect(decide("dash")).toEqual({ outcome: "ALLOW", reason: "from_dash", trace: [dash] });
+    expect(decide("underscore")).toEqual({ outcome: "DENY", reason: "from_underscore", trace: [underscore] });
+    expect(decide("both")).toEqual({ outcome: "DENY", reason: "from_underscore", trace: [dash, underscore] });
+  });
+
+  it("compile to a quoted package reference", () => {
+    expect(compileRules("vendor-payments", STARTER_RULES).split("\n")[0]).toBe('package mandate.policies["vendor-payments"]');
+    expect(compileRules("vendor_payments", STARTER_RULES).split("\n")[0]).toBe("package mandate.policies.vendor_payments");
+  });
+
+  it("are lowercase letters, digits, _ and -, starting with a letter, at most 63", () => {
+    for (const key of ["a", "a-b", "vendor-payments", "a_b-c9", "a--b", "a-"]) expect(isPolicyKey(key)).toBe(true);
+    for (const key of ["", "-a", "_a", "9a", "A-b", "a.b", "a b", "a\"b", "a]b", `a${"-".repeat(63)}`]) expect(isPolicyKey(key)).toBe(false);
+  });
+});
+
 describe("compileRules", () => {
   it("writes modules opa fmt leaves alone", async () => {
     const dir = await mkdtemp(join(tmpdir(), "mandate-rules-"));
@@ -108,6 +148,7 @@ describe("compileRules", () => {
         }),
       );
       await writeFile(join(dir, "empty.rego"), compileRules("empty", { actions: ["a"], rules: [] }));
+      await writeFile(join(dir, "dashed.rego"), compileRules("vendor-payments", STARTER_RULES));
       const fmt = await runOpa(["fmt", "--list", dir]);
       expect(fmt.stderr).toBe("");
       expect(fmt.stdout).toBe("");
@@ -236,6 +277,14 @@ describe("parseRulesDocument", () => {
 describe("assertRegoPackage", () => {
   it("accepts the policy's own package after comments", () => {
     expect(() => assertRegoPackage("payments", "# METADATA\n# title: x\n\npackage mandate.policies.payments\n")).not.toThrow();
+  });
+
+  it("accepts a dashed key's package only as a quoted reference, which no other key shares", () => {
+    expect(() => assertRegoPackage("vendor-payments", 'package mandate.policies["vendor-payments"]\n')).not.toThrow();
+    for (const rego of ["package mandate.policies.vendor-payments\n", "package mandate.policies.vendor_payments\n", 'package mandate.policies["vendor_payments"]\n']) {
+      expect(() => assertRegoPackage("vendor-payments", rego)).toThrow(PolicySourceError);
+    }
+    expect(() => assertRegoPackage("vendor_payments", 'package mandate.policies["vendor-payments"]\n')).toThrow(PolicySourceError);
   });
 
   // name -> [module, line of the problem]

@@ -179,7 +179,7 @@ export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
  */
 export type CreatePolicyRequest = Message<"mandate.v1.CreatePolicyRequest"> & {
   /**
-   * `[a-z][a-z0-9_]{0,62}`, unique in the organization.
+   * `[a-z][a-z0-9_-]{0,62}`, unique in the organization.
    *
    * @generated from field: string policy_key = 1;
    */
