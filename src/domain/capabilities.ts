@@ -75,7 +75,8 @@ export class Capabilities {
    * states and sets the consumed marker atomically, so concurrent replays are
    * refused without touching Postgres. An empty mirror is rebuilt from Postgres;
    * a refusal is confirmed against Postgres before it is believed; Redis being
-   * down falls through to the Postgres statement, which decides alone.
+   * down or not answering falls through to the Postgres statement, which decides
+   * alone. True when this call set (or, unanswered, may yet set) the consumed marker.
    */
   private async consumeInRedis(row: CapabilityRow): Promise<boolean> {
     if (!this.mirror) return false;
@@ -102,8 +103,9 @@ export class Capabilities {
       return verdict === "OK";
     } catch (err) {
       if (err instanceof MandateError) throw err;
-      this.log(err); // Redis unavailable: Postgres alone decides below.
-      return false;
+      this.log(err); // Redis unavailable or not answering: Postgres alone decides below.
+      // A consume that went unanswered may still run and set the marker: treat it as set.
+      return true;
     }
   }
 

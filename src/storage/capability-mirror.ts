@@ -23,7 +23,9 @@ export interface MirroredCapability {
  * A fast, non-durable mirror of what a Capability's consume depends on, with a consumed
  * marker per Capability, checked and set in one atomic step, so that replays are refused
  * without touching the durable store. The durable store stays the arbiter: a mirror may lose
- * everything at any time (MISS), and every call may fail while it is unreachable.
+ * everything at any time (MISS), and every call may fail while it is unreachable or slow: a
+ * call never waits past a short deadline (a fraction of a second), so a mirror that stops
+ * answering costs its callers that deadline, not their request.
  */
 export interface CapabilityMirror {
   /** Checks the mirrored states and sets the consumed marker atomically; MISS when the mirror lacks a state it needs. */

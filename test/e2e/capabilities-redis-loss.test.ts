@@ -118,6 +118,35 @@ describe("capabilities when Redis loses its state", () => {
     expectConsumed(await verify(svc, "v1", org.apiKey, c.presentation), c);
   });
 
+  describe("with Redis frozen (SIGSTOP: connected, never answering)", () => {
+    afterAll(() => redis.thaw());
+
+    it("40 concurrent verifies of one token all answer from Postgres: exactly one 200, the rest 409; mismatches and revocations still hold", async () => {
+      const c = await allowedCapability(svc, agent);
+      const other = await newAgent(svc, org);
+      const revoked = await allowedCapability(svc, other);
+      await post(`/v1/agents/${other.agentId}/revoke`);
+      redis.freeze();
+      // A watchdog, not a timing assertion: before the fix every verify waited for Redis forever.
+      const results = await within(
+        "verifies while Redis is frozen",
+        Promise.all(Array.from({ length: 40 }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation))),
+        15_000,
+      );
+      expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+      expect(results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.detail}`)).toEqual(Array(39).fill("409 capability_consumed"));
+      expect(await capabilityState(svc, org.apiKey, c.capabilityId)).toBe("consumed");
+      const m = await allowedCapability(svc, agent);
+      expectResult(await within("a mismatch while frozen", verify(svc, "grpc", org.apiKey, { ...m.presentation, audience: "elsewhere" }), 15_000), 409, "capability_audience_mismatch");
+      expectResult(await within("a revoked agent while frozen", verify(svc, "v1", org.apiKey, revoked.presentation), 15_000), 403, "capability_dependency_inactive");
+
+      // Thawed, the mirror is used again, and what was consumed while frozen stays consumed.
+      redis.thaw();
+      await waitForMirror();
+      expectResult(await verify(svc, "v1", org.apiKey, c.presentation), 409, "capability_consumed");
+    }, 60_000);
+  });
+
   describe("with Redis stopped entirely", () => {
     beforeAll(async () => {
       await redis.stop("SIGKILL");

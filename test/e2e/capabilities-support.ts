@@ -24,6 +24,10 @@ export interface OwnedRedis {
   stop(signal?: NodeJS.Signals): Promise<void>;
   /** Starts it again on the same port, empty. */
   start(): Promise<void>;
+  /** Freezes it (SIGSTOP): connections stay open, nothing answers. */
+  freeze(): void;
+  /** Lets a frozen server run again (SIGCONT). */
+  thaw(): void;
   running(): boolean;
 }
 
@@ -81,6 +85,8 @@ export async function startOwnedRedis(): Promise<OwnedRedis> {
       child = await spawnRedis(port);
     },
     running: () => child !== undefined,
+    freeze: () => void child?.kill("SIGSTOP"),
+    thaw: () => void child?.kill("SIGCONT"),
   };
 }
 
