@@ -1,5 +1,6 @@
-import { ScalarType, type DescEnum, type DescField, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import { getOption, ScalarType, type DescEnum, type DescField, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
+import { field_maturity, Maturity, service_maturity } from "../gen/mandate/v1/options_pb.js";
 import { accessOf, type Access } from "./access.js";
 import { enumToWire } from "./json-wire.js";
 import { httpRoutes, type HttpRoute } from "./transcoder.js";
@@ -84,7 +85,11 @@ class Schemas {
   messageSchema(desc: DescMessage, omit: readonly string[] = []): Schema {
     const properties: Record<string, Schema> = {};
     for (const field of desc.fields) {
-      if (!omit.includes(field.name)) properties[field.name] = this.field(field);
+      if (omit.includes(field.name)) continue;
+      const schema = this.field(field);
+      const maturity = maturityLabel(getOption(field, field_maturity));
+      // A $ref takes no sibling keywords in every tool: an early-access reference is wrapped.
+      properties[field.name] = maturity ? (schema.$ref ? { allOf: [schema], "x-maturity": maturity } : { ...schema, "x-maturity": maturity }) : schema;
     }
     return { type: "object", properties, additionalProperties: false };
   }
@@ -105,6 +110,11 @@ class Schemas {
     if (kind === "message") return this.ref(field.message!);
     return scalarSchema(field.scalar!);
   }
+}
+
+/** The `x-maturity` value of a proto maturity option; undefined for the stable contract. */
+function maturityLabel(maturity: Maturity): string | undefined {
+  return maturity === Maturity.EARLY_ACCESS ? "early-access" : undefined;
 }
 
 function scalarSchema(scalar: ScalarType): Schema {
@@ -156,6 +166,8 @@ function operation(route: HttpRoute, schemas: Schemas, operationId: string): Sch
     summary: `${service.name}.${method.name}`,
     "x-grpc-method": `/${service.typeName}/${method.name}`,
   };
+  const maturity = maturityLabel(getOption(service, service_maturity));
+  if (maturity) op["x-maturity"] = maturity;
   if (route.body === "") {
     // No body: every other field that has a textual form is a query parameter.
     for (const field of input.fields) {
@@ -199,13 +211,16 @@ function operation(route: HttpRoute, schemas: Schemas, operationId: string): Sch
 /**
  * The OpenAPI 3.1 document of /v1: every RPC of `services` with a
  * `google.api.http` binding under `/v1/` (pass every service the server
- * registers; early-access `/v1alpha` bindings are left out). Pure: same
+ * registers), and the early-access `/v1alpha` bindings marked `x-maturity`. Pure: same
  * services, same document, so the server can build it once at start-up.
  */
 export function openApiDocument(services: readonly DescService[]): Record<string, unknown> {
   const schemas = new Schemas();
-  // The stable contract only: early-access routes (/v1alpha/…) stay out of it (spec, Versioning 2).
-  const routes = httpRoutes(services).filter((r) => r.template.startsWith("/v1/"));
+  // The stable contract, and early-access routes (/v1alpha/…) only as marked early access
+  // (x-maturity), so nobody mistakes them for part of it (spec, Versioning 2).
+  const routes = httpRoutes(services).filter(
+    (r) => r.template.startsWith("/v1/") || (r.template.startsWith("/v1alpha/") && maturityLabel(getOption(r.service, service_maturity)) !== undefined),
+  );
   const names = routes.map((r) => r.method.name);
   const paths: Record<string, Record<string, Schema>> = {};
   for (const route of routes) {

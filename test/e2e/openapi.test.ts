@@ -4,7 +4,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openApiDocument } from "../../src/transport/openapi.js";
-import { bindingOf, loadMandateServices } from "../support/api.js";
+import { bindingOf, loadAllMandateServices } from "../support/api.js";
 import { newAgentKey } from "../support/agents.js";
 import { startService, uniqueEmail, type TestService } from "../support/service.js";
 
@@ -27,11 +27,11 @@ type Doc = {
 let svc: TestService;
 let doc: Doc;
 let served: { status: number; body: any };
-let publicServices: Awaited<ReturnType<typeof loadMandateServices>>;
+let publicServices: Awaited<ReturnType<typeof loadAllMandateServices>>;
 
 beforeAll(async () => {
   svc = await startService();
-  publicServices = (await loadMandateServices()).filter((s) => !s.internal);
+  publicServices = (await loadAllMandateServices()).filter((s) => !s.internal);
   doc = openApiDocument(publicServices.map((s) => s.service)) as unknown as Doc;
   served = await svc.v1("GET", "/openapi.json");
 });
@@ -93,6 +93,20 @@ describe("the document", () => {
     expect(verify["x-mandate-permission"]).toBe("CAPABILITY_VERIFY");
     expect((doc.paths["/v1/intents"]!.post as any).security).toEqual([{ agentKeyId: [], agentSignature: [] }]);
     expect((doc.paths["/v1/sandbox/organizations"]!.post as any).security).toEqual([]);
+  });
+
+  it("marks what is early access (the Decision's reconciliation, every v1alpha operation) with x-maturity, and nothing stable", () => {
+    const s = doc.components.schemas;
+    expect(s["mandate.v1.Decision"].properties.reconciliation).toEqual({ allOf: [{ $ref: "#/components/schemas/mandate.v1.Reconciliation" }], "x-maturity": "early-access" });
+    const operations = Object.entries(doc.paths).flatMap(([path, item]) => Object.values(item).map((op) => ({ path, op: op as any })));
+    const early = operations.filter(({ op }) => op["x-maturity"] !== undefined);
+    expect(early.length).toBeGreaterThan(0);
+    expect(early.every(({ path, op }) => path.startsWith("/v1alpha/") && op["x-maturity"] === "early-access")).toBe(true);
+    expect(operations.filter(({ path }) => path.startsWith("/v1alpha/")).every(({ op }) => op["x-maturity"] === "early-access")).toBe(true);
+    const stableWithLabel = Object.entries(s).flatMap(([name, schema]: [string, any]) =>
+      Object.entries(schema.properties ?? {}).filter(([field, p]: [string, any]) => p["x-maturity"] && !(name === "mandate.v1.Decision" && field === "reconciliation")),
+    );
+    expect(stableWithLabel).toEqual([]);
   });
 });
 

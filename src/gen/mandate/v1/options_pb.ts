@@ -2,16 +2,42 @@
 // @generated from file mandate/v1/options.proto (package mandate.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
-import { extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
-import type { EnumValueOptions, ServiceOptions } from "@bufbuild/protobuf/wkt";
+import type { GenEnum, GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
+import type { EnumValueOptions, FieldOptions, ServiceOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file mandate/v1/options.proto.
  */
 export const file_mandate_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhtYW5kYXRlL3YxL29wdGlvbnMucHJvdG8SCm1hbmRhdGUudjE6QAoJd2lyZV9uYW1lEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMYuY4DIAEoCVIId2lyZU5hbWU6PQoIaW50ZXJuYWwSHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMYuo4DIAEoCFIIaW50ZXJuYWxiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChhtYW5kYXRlL3YxL29wdGlvbnMucHJvdG8SCm1hbmRhdGUudjEqPwoITWF0dXJpdHkSGAoUTUFUVVJJVFlfVU5TUEVDSUZJRUQQABIZChVNQVRVUklUWV9FQVJMWV9BQ0NFU1MQATpACgl3aXJlX25hbWUSIS5nb29nbGUucHJvdG9idWYuRW51bVZhbHVlT3B0aW9ucxi5jgMgASgJUgh3aXJlTmFtZTo9CghpbnRlcm5hbBIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxi6jgMgASgIUghpbnRlcm5hbDpiChBzZXJ2aWNlX21hdHVyaXR5Eh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGLuOAyABKA4yFC5tYW5kYXRlLnYxLk1hdHVyaXR5Ug9zZXJ2aWNlTWF0dXJpdHk6XAoOZmllbGRfbWF0dXJpdHkSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLyOAyABKA4yFC5tYW5kYXRlLnYxLk1hdHVyaXR5Ug1maWVsZE1hdHVyaXR5YgZwcm90bzM", [file_google_protobuf_descriptor]);
+
+/**
+ * How settled a part of the API is, beyond the stable /v1 contract (which carries no option).
+ *
+ * @generated from enum mandate.v1.Maturity
+ */
+export enum Maturity {
+  /**
+   * @generated from enum value: MATURITY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Early access: may change without notice; not part of the stable public contract. The
+   * OpenAPI document marks it `x-maturity: early-access`.
+   *
+   * @generated from enum value: MATURITY_EARLY_ACCESS = 1;
+   */
+  EARLY_ACCESS = 1,
+}
+
+/**
+ * Describes the enum mandate.v1.Maturity.
+ */
+export const MaturitySchema: GenEnum<Maturity> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_options, 0);
 
 /**
  * The spelling of this enum value on the /v1 JSON wire (the spec's spelling,
@@ -29,4 +55,20 @@ export const wire_name: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
  */
 export const internal: GenExtension<ServiceOptions, boolean> = /*@__PURE__*/
   extDesc(file_mandate_v1_options, 1);
+
+/**
+ * The maturity of every RPC of the service.
+ *
+ * @generated from extension: mandate.v1.Maturity service_maturity = 51003;
+ */
+export const service_maturity: GenExtension<ServiceOptions, Maturity> = /*@__PURE__*/
+  extDesc(file_mandate_v1_options, 2);
+
+/**
+ * The maturity of one field of a stable message.
+ *
+ * @generated from extension: mandate.v1.Maturity field_maturity = 51004;
+ */
+export const field_maturity: GenExtension<FieldOptions, Maturity> = /*@__PURE__*/
+  extDesc(file_mandate_v1_options, 3);
 
