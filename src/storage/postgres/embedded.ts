@@ -1,8 +1,10 @@
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import pgDriver from "pg";
 
 /** A running embedded Postgres and how to reach and stop it. */
 export interface EmbeddedDatabase {
@@ -29,6 +31,25 @@ async function freePort(): Promise<number> {
  */
 function sharedBuffersMiB(): number {
   return Math.max(128, Math.min(1024, Math.floor(os.totalmem() / 4 / 2 ** 20)));
+}
+
+/** The superuser password of clusters made before passwords were random (it is replaced on their next start). */
+const LEGACY_PASSWORD = "mandate";
+
+/** The cluster's superuser password as kept in `file` (0600), or null when there is none yet. */
+function storedPassword(file: string): string | null {
+  try {
+    const password = readFileSync(file, "utf8").trim();
+    return password === "" ? null : password;
+  } catch {
+    return null;
+  }
+}
+
+/** Keeps `password` in `file`, readable by this user only. */
+async function storePassword(file: string, password: string): Promise<void> {
+  await writeFile(file, `${password}\n`, { mode: 0o600 });
+  await chmod(file, 0o600); // an existing file keeps its mode on write
 }
 
 /** The lines of a Postgres log that say why it stopped, else its last line. */
@@ -113,11 +134,18 @@ export async function startEmbeddedPostgres(
   const databaseDir = path.join(dataDir, "postgres");
   await mkdir(dataDir, { recursive: true });
   const port = await freePort();
-  const password = "mandate";
-  // The service talks to its own Postgres over a Unix socket in the cluster's folder: a round
-  // trip costs less CPU than over loopback TCP (docs/performance.md, Postgres). A socket path
-  // has at most 107 bytes; a longer folder falls back to TCP (which Postgres also listens on,
-  // for psql and tools).
+  const fresh = !existsSync(path.join(databaseDir, "PG_VERSION"));
+  // The superuser's password is random, kept 0600 beside the cluster; a cluster made before
+  // that still has the legacy one until it is started (then it is replaced, below).
+  const passwordFile = path.join(dataDir, "postgres.password");
+  const kept = storedPassword(passwordFile);
+  const password = kept ?? (fresh ? randomBytes(24).toString("base64url") : LEGACY_PASSWORD);
+  if (fresh && !kept) await storePassword(passwordFile, password);
+  // The service talks to its own Postgres over a Unix socket in the cluster's folder, and
+  // nothing listens on TCP: no other local process may reach a superuser by a port (and a
+  // round trip costs less CPU than over loopback TCP: docs/performance.md, Postgres). A socket
+  // path has at most 107 bytes; a longer folder falls back to TCP on 127.0.0.1, the random
+  // password still required.
   const socketDir = path.resolve(databaseDir, `.s.PGSQL.${port}`).length <= 100 ? path.resolve(databaseDir) : undefined;
   // Imported lazily: the package installs an exit hook that forces exit code 0, which
   // must not affect processes (the CLI, test runners) that never start a cluster.
@@ -130,7 +158,7 @@ export async function startEmbeddedPostgres(
     persistent: true,
     // Postgres refuses to run as root; the library then runs it as a `postgres` user.
     createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: ["-c", "max_connections=200", "-c", `shared_buffers=${sharedBuffersMiB()}MB`, "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir ?? ""}`],
+    postgresFlags: ["-c", "max_connections=200", "-c", `shared_buffers=${sharedBuffersMiB()}MB`, "-c", `listen_addresses=${socketDir ? "" : "127.0.0.1"}`, "-c", `unix_socket_directories=${socketDir ?? ""}`],
     onLog: (msg) => {
       log(msg);
       recent.push(...msg.split("\n").filter((l) => l.trim() !== ""));
@@ -140,20 +168,35 @@ export async function startEmbeddedPostgres(
   });
   /** Postgres's last log lines: the library rejects with no reason when it exits early. */
   const recent: string[] = [];
-  const fresh = !existsSync(path.join(databaseDir, "PG_VERSION"));
+  const connection = { user: "mandate", password, port, host: socketDir ?? "127.0.0.1" };
   try {
     await stopOrphanedPostmaster(databaseDir, warn);
     if (fresh) await pg.initialise();
     await pg.start();
-    if (fresh) await pg.createDatabase("mandate");
+    const admin = new pgDriver.Client({ ...connection, database: "postgres" });
+    await admin.connect();
+    try {
+      if (password === LEGACY_PASSWORD) {
+        const replaced = randomBytes(24).toString("base64url");
+        await admin.query(`ALTER ROLE mandate PASSWORD '${replaced}'`);
+        await storePassword(passwordFile, replaced);
+        connection.password = replaced;
+        warn(`the embedded Postgres in ${databaseDir} had the old fixed password: replaced by a random one kept in ${passwordFile}`);
+      }
+      const { rowCount } = await admin.query("SELECT 1 FROM pg_database WHERE datname = 'mandate'");
+      if (!rowCount) await admin.query("CREATE DATABASE mandate");
+    } finally {
+      await admin.end();
+    }
   } catch (err) {
     const cause = err instanceof Error && err.message ? err.message : causeIn(recent);
     throw new Error(`the embedded Postgres in ${databaseDir} did not start: ${cause}`, { cause: err });
   }
+  const secret = encodeURIComponent(connection.password);
   return {
     url: socketDir
-      ? `postgres://mandate:${password}@localhost:${port}/mandate?host=${encodeURIComponent(socketDir)}`
-      : `postgres://mandate:${password}@127.0.0.1:${port}/mandate`,
+      ? `postgres://mandate:${secret}@localhost:${port}/mandate?host=${encodeURIComponent(socketDir)}`
+      : `postgres://mandate:${secret}@127.0.0.1:${port}/mandate`,
     stop: () => pg.stop(),
   };
 }

