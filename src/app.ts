@@ -79,12 +79,15 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     );
     databaseUrl = embedded.url;
   }
-  const db = createDatabase(databaseUrl);
+  // Every wait on this pool is bounded (503 `unavailable` past it); migrations run on a pool of
+  // their own without that bound, since they may wait for another replica's.
+  const db = createDatabase(databaseUrl, undefined, config.databaseTimeoutMs);
   try {
     let evidence: EvidenceLog | undefined;
-    const applied = await migrate(db, async () => {
+    const migrations = createDatabase(databaseUrl, 2, 0);
+    const applied = await migrate(migrations, async () => {
       evidence = await EvidenceLog.open(new PostgresEvidenceStore(db));
-    });
+    }).finally(() => migrations.close());
     if (applied.length) logger.info({ applied }, "migrations applied");
     if (!evidence) throw new Error("evidence log did not open");
     const signing = evidence;

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { projectRoot } from "./policy/opa.js";
 import type { Limits } from "./domain/limits.js";
+import { DEFAULT_DATABASE_TIMEOUT_MS } from "./storage/postgres/database.js";
 
 export type { Limits };
 
@@ -19,6 +20,8 @@ export interface Config {
   /** Unset: the operator key is refused outright. */
   operatorKey: string | undefined;
   logLevel: string;
+  /** The bound on every wait on Postgres (connecting, a pooled connection, a statement): past it, 503 `unavailable`. */
+  databaseTimeoutMs: number;
   limits: Limits;
   /** Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client; empty: none. */
   trustedProxies: string[];
@@ -34,6 +37,13 @@ function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): num
   return value;
 }
 
+/** A bound: as intFromEnv, and never 0 (no bound). */
+function positiveIntFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const value = intFromEnv(env, name, fallback);
+  if (value === 0) throw new Error(`${name} must be a positive integer, got 0`);
+  return value;
+}
+
 /** Reads the configuration; throws with the variable's name when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
@@ -44,6 +54,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
+    databaseTimeoutMs: positiveIntFromEnv(env, "MANDATE_DATABASE_TIMEOUT_MS", DEFAULT_DATABASE_TIMEOUT_MS),
     trustedProxies: (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== ""),
     limits: {
       intentBodyBytes: 64 * 1024,

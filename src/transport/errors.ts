@@ -74,6 +74,17 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
   return { code: "internal", message: "Internal error.", errors: [], status: 500, grpc: Code.Internal };
 }
 
+/** Seconds a client is asked to wait before trying a 503 again. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/**
+ * The response headers by which an answer of `status` says when to try again: every 503 (a
+ * dependency down or too slow) carries `Retry-After`, in seconds.
+ */
+export function retryHeaders(status: number): Record<string, string> {
+  return status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
+}
+
 /** The /v1 JSON body of an error. */
 export function errorBody(err: unknown, requestId: string): { status: number; body: Record<string, unknown> } {
   const d = describeError(err);
@@ -86,5 +97,10 @@ export function errorBody(err: unknown, requestId: string): { status: number; bo
 export function toConnectError(err: unknown, requestId: string): ConnectError {
   const d = describeError(err);
   const detail = create(ErrorDetailSchema, { detail: d.code, message: d.message, requestId, errors: d.errors.map((e) => ({ ...e, line: e.line ?? 0, column: e.column ?? 0 })) });
-  return new ConnectError(d.message, d.grpc, { "x-request-id": requestId }, [{ desc: ErrorDetailSchema, value: detail }]);
+  // A 503's retry hint travels in the metadata (trailers on gRPC, headers on Connect): Retry-After as
+  // on /v1, and grpc-retry-pushback-ms, which gRPC clients with a retry policy honour.
+  const retry = retryHeaders(d.status);
+  const metadata: Record<string, string> = { "x-request-id": requestId, ...retry };
+  if (retry["retry-after"]) metadata["grpc-retry-pushback-ms"] = String(Number(retry["retry-after"]) * 1000);
+  return new ConnectError(d.message, d.grpc, metadata, [{ desc: ErrorDetailSchema, value: detail }]);
 }

@@ -5,7 +5,7 @@ import { Code, ConnectError, createConnectRouter, createContextValues } from "@c
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { MandateError } from "../base/errors.js";
 import { withErrorDetails } from "./connect-errors.js";
-import { errorBody } from "./errors.js";
+import { errorBody, retryHeaders } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
@@ -70,7 +70,7 @@ export async function listen(options: {
         },
         (err) => {
           pipeline.logger.error({ err }, "plain route failed");
-          res.writeHead(503, { "content-type": "application/json" });
+          res.writeHead(503, { "content-type": "application/json", ...retryHeaders(503) });
           res.end(JSON.stringify({ detail: "unavailable", message: "Temporarily unavailable.", request_id: pipeline.requestId(undefined) }));
         },
       );

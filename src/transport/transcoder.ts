@@ -6,7 +6,7 @@ import { MandateError, validationFailed } from "../base/errors.js";
 import { parseJson } from "../base/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
 import { headerReader, headersOf, readBody } from "./node-request.js";
-import { errorBody } from "./errors.js";
+import { errorBody, retryHeaders } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 
 type NodeHandler = ReturnType<typeof connectNodeAdapter>;
@@ -120,6 +120,7 @@ function send(res: NodeResponse, status: number, body: unknown, requestId: strin
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "x-request-id": requestId,
+    ...retryHeaders(status),
   };
   // The unread rest of an oversized body would be parsed as the next request: end the connection.
   if (close && !("stream" in res)) headers.connection = "close";

@@ -254,7 +254,10 @@ describe("operations endpoints", () => {
     const own = await startService({ DATABASE_URL: url });
     try {
       expect((await own.v1("GET", "/readyz")).status).toBe(200);
-      const admin = new pg.Client({ connectionString: new URL("/mandate", url).toString() });
+      // The same server (its socket folder travels in the query string), the run's own database.
+      const adminUrl = new URL(url);
+      adminUrl.pathname = "/mandate";
+      const admin = new pg.Client({ connectionString: adminUrl.toString() });
       await admin.connect();
       try {
         await admin.query(`DROP DATABASE ${new URL(url).pathname.slice(1)} WITH (FORCE)`);

@@ -22,6 +22,7 @@ export type ServiceEnv = {
   MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: string;
   MANDATE_SANDBOX_PER_EMAIL_PER_DAY: string;
   MANDATE_SANDBOX_MAX_ORGS: string;
+  MANDATE_DATABASE_TIMEOUT_MS: string;
 };
 
 /** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */

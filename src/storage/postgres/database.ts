@@ -1,7 +1,7 @@
 import pg from "pg";
 import { ConflictError, UnavailableError } from "../errors.js";
 import type { OrganizationKey } from "../keys.js";
-import { fromPg, rethrowFromPg } from "./errors.js";
+import { fromPg, timedOut } from "./errors.js";
 
 /**
  * A query runner: the pool outside a transaction, a client inside one. Its errors are
@@ -11,10 +11,12 @@ export interface Queryable {
   query<R extends pg.QueryResultRow = any>(text: string | pg.QueryConfig, values?: unknown[]): Promise<pg.QueryResult<R>>; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-/** `q` with its errors translated. */
-function translating(q: { query: (...args: any[]) => Promise<any> }): Queryable { // eslint-disable-line @typescript-eslint/no-explicit-any
-  return { query: (text: string | pg.QueryConfig, values?: unknown[]) => q.query(text, values).catch(rethrowFromPg) };
-}
+/**
+ * After a wait on the database timed out, how long every call fails at once (503 `unavailable`)
+ * instead of waiting out the bound again: while Postgres is frozen or cut off, one request per
+ * such spell pays the bound, not each request, nor each item of a group commit in turn.
+ */
+const FAIL_FAST_MS = 1000;
 
 // Postgres returns int8 (bigint counts, seq) as strings; every value we store fits in 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -43,9 +45,50 @@ export async function rowsByKey<R extends { organization_id: string }>(
 export class Database {
   /** Runs single statements outside a transaction. */
   readonly pool: Queryable;
+  /** Until when (performance.now()) calls fail at once: a wait timed out just before (FAIL_FAST_MS). */
+  private failFastUntil = 0;
 
   constructor(private readonly raw: pg.Pool) {
-    this.pool = translating(raw);
+    this.pool = this.translating(raw, true);
+  }
+
+  /** UnavailableError while a recent timeout says the database does not answer. */
+  private admit(): void {
+    if (performance.now() < this.failFastUntil) throw new UnavailableError();
+  }
+
+  /** The storage error `err` stands for; a timeout starts a spell of failing fast. */
+  private failure(err: unknown): unknown {
+    if (timedOut(err)) this.failFastUntil = performance.now() + FAIL_FAST_MS;
+    return fromPg(err);
+  }
+
+  /**
+   * `q` with its errors translated. The pool's statements are refused at once while failing
+   * fast (`admitting`); those of a connection already held are not: it was admitted when taken.
+   */
+  private translating(q: { query: (...args: any[]) => Promise<any> }, admitting: boolean): Queryable { // eslint-disable-line @typescript-eslint/no-explicit-any
+    return {
+      query: (text: string | pg.QueryConfig, values?: unknown[]) => {
+        try {
+          if (admitting) this.admit();
+        } catch (err) {
+          return Promise.reject(err);
+        }
+        return q.query(text, values).catch((err: unknown) => Promise.reject(this.failure(err)));
+      },
+    };
+  }
+
+  /** A pooled connection, within the bound (or UnavailableError). */
+  private async connect(): Promise<pg.PoolClient> {
+    this.admit();
+    try {
+      return await this.raw.connect();
+    } catch (err) {
+      const translated = this.failure(err);
+      throw translated instanceof UnavailableError ? translated : new UnavailableError();
+    }
   }
 
   /**
@@ -54,25 +97,26 @@ export class Database {
    */
   async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient;
-      try {
-        client = await this.raw.connect();
-      } catch {
-        throw new UnavailableError();
-      }
-      const tx = translating(client);
+      const client = await this.connect();
+      const tx = this.translating(client, false);
+      // Set to destroy the connection rather than return it to the pool.
+      let broken: Error | undefined;
       try {
         await tx.query("BEGIN");
         const result = await work(tx);
         await tx.query("COMMIT");
         return result;
       } catch (err) {
-        await client.query("ROLLBACK").catch(() => undefined);
+        // Translated by `tx` already, unless `work` threw it.
         const translated = fromPg(err);
+        // A connection that broke or timed out (its statement may still be running, in a
+        // transaction still open) is never used again, nor sent a ROLLBACK that would wait as long.
+        if (translated instanceof UnavailableError) broken = translated;
+        else await client.query("ROLLBACK").catch((e: unknown) => (broken = e instanceof Error ? e : new Error(String(e))));
         if (translated instanceof ConflictError && attempt < 5) continue;
         throw translated;
       } finally {
-        client.release();
+        client.release(broken);
       }
     }
   }
@@ -83,15 +127,10 @@ export class Database {
    * such state outlives `work`).
    */
   async session<T>(work: (q: Queryable) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.raw.connect();
-    } catch {
-      throw new UnavailableError();
-    }
+    const client = await this.connect();
     let failed = false;
     try {
-      return await work(translating(client));
+      return await work(this.translating(client, false));
     } catch (err) {
       failed = true;
       throw err;
@@ -111,8 +150,18 @@ export class Database {
   }
 }
 
-/** Creates the pool; `max` is sized for a 2-core machine's Postgres. */
-export function createDatabase(connectionString: string, max = 20): Database {
+/** How long one database wait may take by default (MANDATE_DATABASE_TIMEOUT_MS). */
+export const DEFAULT_DATABASE_TIMEOUT_MS = 3000;
+
+/**
+ * Creates the pool; `max` is sized for a 2-core machine's Postgres. Every wait on the database is
+ * bounded by `timeoutMs` (docs/architecture.md, Error model), so that a Postgres that is down or
+ * does not answer (a network partition, a frozen server) is a 503 `unavailable` in bounded time
+ * and never a hang: opening a connection, waiting for a pooled one, and each statement (the
+ * server's `statement_timeout`, and a read timeout a little later for a server that does not
+ * answer at all). 0 leaves them unbounded (migrations, which may wait for another replica's).
+ */
+export function createDatabase(connectionString: string, max = 20, timeoutMs = DEFAULT_DATABASE_TIMEOUT_MS): Database {
   // Generic plans for every prepared statement: the hot statements take arrays, and with them
   // Postgres would otherwise judge a fresh custom plan worth making on every execution, a large
   // share of its CPU per capability consume. Our statements are key lookups either way, so no
@@ -124,7 +173,9 @@ export function createDatabase(connectionString: string, max = 20): Database {
   // Idle connections stay open (pg-pool closes them after 10 s by default): reopening one costs a
   // backend fork, SCRAM authentication and re-preparing every statement, and after a quiet spell
   // the next burst would pay that for many connections at once, stalling the requests in it.
-  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 0, options: "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off" });
+  const bounds: pg.PoolConfig = timeoutMs > 0 ? { connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs + 500 } : {};
+  const statementTimeout = timeoutMs > 0 ? ` -c statement_timeout=${timeoutMs}` : "";
+  const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 0, options: `-c plan_cache_mode=force_generic_plan -c enable_seqscan=off${statementTimeout}`, ...bounds });
   // An idle client losing its connection must not crash the process.
   pool.on("error", () => undefined);
   return new Database(pool);

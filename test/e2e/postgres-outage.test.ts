@@ -1,0 +1,167 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CapabilityService, VerifyCapabilityRequestSchema } from "../../src/gen/mandate/v1/capabilities_pb.js";
+import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
+import { IntentService, SubmitIntentRequestSchema } from "../../src/gen/mandate/v1/intents_pb.js";
+import { intentDoc, newAgent, newOrgFixture, signBody, type OrgFixture, type TestAgent } from "../support/agents.js";
+import { answers, startOwnedPostgres, type OwnedPostgres } from "../support/postgres.js";
+import { startService, type TestService } from "../support/service.js";
+import { waitFor, within } from "../support/wait.js";
+import { allowedCapability, expectConsumed, verify, type Presentation } from "./capabilities-support.js";
+
+/*
+ * Postgres unreachable or unresponsive is a 503 `unavailable` with Retry-After, answered within a
+ * bounded time, never a 500 and never a hang (docs/architecture.md, Error model): every database
+ * wait (connecting, a pooled connection, a statement) is bounded by MANDATE_DATABASE_TIMEOUT_MS.
+ * The service runs against a Postgres of this file's own, which is stopped (connections refused)
+ * and frozen with SIGSTOP (connections accepted, nothing answers); once it is back the service
+ * serves again by itself.
+ */
+
+const TIMEOUT_MS = 1000;
+/** How long an answer may take while Postgres is out: one bounded wait, with room for a loaded machine. */
+const BOUND_MS = TIMEOUT_MS + 2000;
+
+describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over %s) → 503 unavailable with Retry-After, in bounded time", (over) => {
+  let postgres: OwnedPostgres;
+  let svc: TestService;
+  let org: OrgFixture;
+  let agent: TestAgent;
+
+  beforeAll(async () => {
+    postgres = await startOwnedPostgres();
+    svc = await startService({ DATABASE_URL: over === "tcp" ? postgres.url : postgres.socketUrl, REDIS_URL: undefined, MANDATE_DATABASE_TIMEOUT_MS: String(TIMEOUT_MS) });
+    org = await newOrgFixture(svc);
+    agent = await newAgent(svc, org);
+  });
+  afterAll(async () => {
+    await svc?.close();
+    await postgres?.destroy();
+  });
+
+  interface Outcome {
+    what: string;
+    ms: number;
+    status: number;
+    detail: string | undefined;
+    retryAfter: string | null;
+  }
+
+  /** Runs `attempt`, timing it; one not answered within three times the bound is reported as such (a watchdog). */
+  async function timed(what: string, attempt: () => Promise<Omit<Outcome, "what" | "ms">>): Promise<Outcome> {
+    const started = performance.now();
+    const outcome = await within(what, attempt(), 3 * BOUND_MS).catch((err: Error) => ({ status: 0, detail: err.message, retryAfter: null }));
+    return { what, ms: Math.round(performance.now() - started), ...outcome };
+  }
+
+  /** A gRPC call's failure as an outcome; the retry hint is read from the trailers. */
+  function grpcOutcome(err: unknown): Omit<Outcome, "what" | "ms"> {
+    const e = ConnectError.from(err);
+    const [d] = e.findDetails(ErrorDetailSchema);
+    return { status: e.code === Code.Unavailable ? 503 : -e.code, detail: d?.detail, retryAfter: e.metadata.get("retry-after") };
+  }
+
+  async function v1Intent(): Promise<Omit<Outcome, "what" | "ms">> {
+    const signed = signBody(agent, intentDoc(agent.agentId));
+    const res = await svc.v1("POST", "/v1/intents", { body: signed.bytes, headers: { "x-service-key-id": signed.keyId, "x-service-signature": signed.signature } });
+    return { status: res.status, detail: res.body?.detail, retryAfter: res.headers.get("retry-after") };
+  }
+
+  /** SubmitIntent over gRPC; without a deadline the unary fast path answers, with one connect-node. */
+  async function grpcIntent(deadline: boolean): Promise<Omit<Outcome, "what" | "ms">> {
+    const signed = signBody(agent, intentDoc(agent.agentId));
+    try {
+      await svc.grpc(IntentService).submitIntent(create(SubmitIntentRequestSchema, { intent: signed.bytes }), {
+        headers: { "x-service-key-id": signed.keyId, "x-service-signature": signed.signature },
+        ...(deadline && { timeoutMs: 30_000 }),
+      });
+      return { status: 200, detail: undefined, retryAfter: null };
+    } catch (err) {
+      return grpcOutcome(err);
+    }
+  }
+
+  async function v1Verify(p: Presentation): Promise<Omit<Outcome, "what" | "ms">> {
+    const res = await svc.v1("POST", "/v1/capability-tokens/verify", { bearer: org.apiKey, body: p });
+    return { status: res.status, detail: res.body?.detail, retryAfter: res.headers.get("retry-after") };
+  }
+
+  async function grpcVerify(p: Presentation): Promise<Omit<Outcome, "what" | "ms">> {
+    try {
+      await svc.grpc(CapabilityService).verifyCapability(create(VerifyCapabilityRequestSchema, { ...p }), { headers: { authorization: `Bearer ${org.apiKey}` } });
+      return { status: 200, detail: undefined, retryAfter: null };
+    } catch (err) {
+      return grpcOutcome(err);
+    }
+  }
+
+  async function readyz(): Promise<Omit<Outcome, "what" | "ms">> {
+    const res = await svc.v1("GET", "/readyz");
+    return { status: res.status, detail: res.body?.detail, retryAfter: res.headers.get("retry-after") };
+  }
+
+  /**
+   * While Postgres is out: Intents over /v1, the gRPC fast path and connect-node, verifies over
+   * /v1 and gRPC, and /readyz, all at once (so that pooled connections, new connections and the
+   * wait for a pooled connection are all exercised), each answer 503 `unavailable` with a
+   * Retry-After, within the bound.
+   */
+  async function expectUnavailable(presentation: Presentation): Promise<void> {
+    const attempts: Promise<Outcome>[] = [];
+    for (let i = 0; i < 8; i++) {
+      attempts.push(timed("v1 intent", v1Intent), timed("grpc intent (fast path)", () => grpcIntent(false)), timed("grpc intent (connect-node)", () => grpcIntent(true)));
+    }
+    for (let i = 0; i < 4; i++) attempts.push(timed("v1 verify", () => v1Verify(presentation)), timed("grpc verify", () => grpcVerify(presentation)));
+    attempts.push(timed("readyz", readyz));
+    const outcomes = await Promise.all(attempts);
+    for (const o of outcomes) {
+      const seen = JSON.stringify(o);
+      expect([o.status, o.detail], seen).toEqual([503, "unavailable"]);
+      expect(o.retryAfter, seen).toMatch(/^[1-9]\d*$/);
+      expect(o.ms, seen).toBeLessThan(BOUND_MS);
+    }
+  }
+
+  /** Once Postgres is back: ready again, and Intents and verifies succeed, without a restart of the service. */
+  async function expectRecovered(): Promise<void> {
+    await waitFor("Postgres to answer again", () => answers(postgres.url), { timeoutMs: 20_000, intervalMs: 100 });
+    await waitFor("/readyz to answer 200 again", async () => (await readyz()).status === 200, { timeoutMs: 20_000, intervalMs: 100 });
+    for (const intent of [v1Intent, () => grpcIntent(false), () => grpcIntent(true)]) expect((await intent()).status).toBe(200);
+    const c = await allowedCapability(svc, agent);
+    expectConsumed(await verify(svc, "grpc", org.apiKey, c.presentation), c);
+  }
+
+  /** No request was ever answered with a 500 (/metrics counts outcomes by code). */
+  async function expectNoInternalErrors(): Promise<void> {
+    const metrics = (await svc.v1("GET", "/metrics")).body as string;
+    const internal = metrics.split("\n").filter((l) => l.startsWith("mandate_requests_total") && /detail="(internal|500)"/.test(l));
+    expect(internal).toEqual([]);
+  }
+
+  it("stopped: connections refused → 503 unavailable with Retry-After; serves again once it is back", async () => {
+    const c = await allowedCapability(svc, agent);
+    await postgres.stop();
+    try {
+      await expectUnavailable(c.presentation);
+    } finally {
+      await postgres.start();
+    }
+    await expectRecovered();
+    await expectNoInternalErrors();
+  });
+
+  it("frozen (SIGSTOP): nothing answers → 503 unavailable with Retry-After within the bound, never a hang; serves again after SIGCONT", async () => {
+    const c = await allowedCapability(svc, agent);
+    postgres.freeze();
+    try {
+      await expectUnavailable(c.presentation);
+      // Again, now that the connections that were pooled before the freeze have timed out.
+      await expectUnavailable(c.presentation);
+    } finally {
+      postgres.thaw();
+    }
+    await expectRecovered();
+    await expectNoInternalErrors();
+  });
+});
