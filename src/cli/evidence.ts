@@ -1,23 +1,30 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
+import { jwkThumbprint } from "../evidence/keys.js";
 import { verifyEvidenceExport } from "../evidence/verify.js";
 import type { EvidenceProblem, EvidenceVerification } from "../evidence/verify.js";
 import { CliError, EXIT_FAILED, EXIT_OK } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 
-const USAGE = `usage: mandate evidence verify [--jwks JWKS_FILE] [--organization ORG_ID] EXPORT_FILE
+const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export-keys THUMBPRINT[,…]) [--organization ORG_ID] EXPORT_FILE
 
-  Verifies an evidence export ({"records": [...], "jwks": {"keys": [...]}}) offline.
-  --jwks JWKS_FILE         check signatures against this key set (the service's published
-                           /.well-known/jwks.json) instead of the export's own
-  --organization ORG_ID    the export must hold only this organization's records
+  Verifies an evidence export ({"records": [...], "jwks": {"keys": [...]}, "head": {...}}, from
+  GET /v1/evidence) offline: every record's digest and signature, every chain's links, and that
+  each chain ends exactly at its signed head (so records cut from the end are found).
+  It needs keys it can trust; the export's own keys prove nothing, since whoever rewrites the
+  records and the head can replace them too:
+  --jwks JWKS_FILE                      the service's /.well-known/jwks.json, obtained separately
+  --trust-export-keys THUMBPRINT[,…]    trust the export's own keys with these RFC 7638
+                                        thumbprints (printed by every run; compare them with
+                                        the service's kids, e.g. from its JWKS)
+  --organization ORG_ID                 the export must hold only this organization's records
 
   exit status: 0 valid, 1 problems found, 2 no verdict (usage or input error)`;
 
 /** `mandate evidence …`: offline checks of exported evidence. */
 export const evidenceCommand: CliCommand = {
   name: "evidence",
-  summary: "verify an evidence export offline (evidence verify FILE)",
+  summary: "verify an evidence export offline (evidence verify --jwks JWKS_FILE FILE)",
   usage: USAGE,
   async run(args, io) {
     const [subcommand, ...rest] = args;
@@ -26,12 +33,19 @@ export const evidenceCommand: CliCommand = {
   },
 };
 
+/** A key of a key set, with the thumbprint of its key members (null when it has none). */
+interface KeyInfo {
+  jwk: Record<string, unknown>;
+  kid: string;
+  thumbprint: string | null;
+}
+
 async function verify(args: readonly string[], io: CliIo): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
       args: [...args],
-      options: { jwks: { type: "string" }, organization: { type: "string" } },
+      options: { jwks: { type: "string" }, "trust-export-keys": { type: "string" }, organization: { type: "string" } },
       allowPositionals: true,
       strict: true,
     });
@@ -41,45 +55,88 @@ async function verify(args: readonly string[], io: CliIo): Promise<number> {
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new CliError("expected exactly one EXPORT_FILE", true);
   const file = positionals[0]!;
+  const pins = values["trust-export-keys"]?.split(",").map((t) => t.trim()).filter((t) => t !== "");
+  if (pins !== undefined && pins.length === 0) throw new CliError("--trust-export-keys names no thumbprint", true);
 
   const exported = await readJsonFile(file);
-  const { records, jwks } = isObject(exported) ? exported : {};
+  const { records, jwks, head } = isObject(exported) ? exported : {};
   if (!Array.isArray(records)) throw new CliError(`${file} is not an evidence export: it needs a "records" array`);
   if (jwks !== undefined && !isKeySet(jwks)) throw new CliError(`${file} is not an evidence export: "jwks" needs a "keys" array`);
-  let trustedJwks: { keys: unknown[] } | undefined;
-  if (values.jwks !== undefined) {
-    const trusted = await readJsonFile(values.jwks);
-    if (!isKeySet(trusted)) throw new CliError(`${values.jwks} is not a JWKS: it needs a "keys" array`);
-    trustedJwks = trusted;
-  } else if (jwks === undefined) {
-    throw new CliError(`${file} carries no "jwks": pass the service's key set with --jwks FILE`);
+  const exportKeys = await describeKeys(jwks?.keys ?? []);
+
+  if (values.jwks === undefined && pins === undefined) {
+    const listed = exportKeys.length
+      ? exportKeys.map((k) => `\n  export key: ${keyName(k)}`).join("")
+      : "\n  (the export carries no keys)";
+    throw new CliError(
+      "no trusted keys: pass --jwks FILE (the service's /.well-known/jwks.json, obtained separately) or " +
+        "--trust-export-keys THUMBPRINT[,…] (the export's own keys, pinned by thumbprints you checked with the service). " +
+        `The export's own keys prove nothing: whoever rewrites its records and head can replace them too.${listed}`,
+      true,
+    );
   }
 
-  const result = verifyEvidenceExport({ records, ...(jwks && { jwks }) }, {
-    ...(trustedJwks && { trustedJwks }),
+  // The trusted key set: the --jwks file's keys, and the export's keys whose thumbprint is pinned.
+  const trusted: KeyInfo[] = [];
+  const lines: string[] = [];
+  if (values.jwks !== undefined) {
+    const given = await readJsonFile(values.jwks);
+    if (!isKeySet(given)) throw new CliError(`${values.jwks} is not a JWKS: it needs a "keys" array`);
+    const keys = await describeKeys(given.keys);
+    trusted.push(...keys);
+    lines.push(`trusted keys: from --jwks ${values.jwks} (${keys.length} key${keys.length === 1 ? "" : "s"})`);
+    for (const key of keys) lines.push(`  trusted: ${keyName(key)}`);
+  }
+  if (pins !== undefined) {
+    lines.push("trusted keys: the export's own keys pinned by --trust-export-keys");
+    for (const pin of pins) {
+      const matching = exportKeys.filter((k) => k.thumbprint === pin);
+      if (matching.length === 0) lines.push(`  pinned thumbprint ${pin}: not in the export's key set`);
+      for (const key of matching) lines.push(`  trusted: ${keyName(key)}`);
+      trusted.push(...matching);
+    }
+  }
+  const trustedThumbprints = new Set(trusted.map((k) => k.thumbprint));
+  lines.push(`keys in the export (pin with --trust-export-keys THUMBPRINT[,…] after checking them with the service):`);
+  if (exportKeys.length === 0) lines.push("  (none)");
+  for (const key of exportKeys) {
+    lines.push(`  export key: ${keyName(key)}, ${key.thumbprint !== null && trustedThumbprints.has(key.thumbprint) ? "trusted" : "not trusted"}`);
+  }
+
+  const result = verifyEvidenceExport({ records, ...(head !== undefined && { head }) }, {
+    trustedJwks: { keys: trusted.map((k) => k.jwk) },
     ...(values.organization !== undefined && { organizationId: values.organization }),
   });
-  printReport(result, records.length, trustedJwks ? `--jwks ${values.jwks}` : undefined, io);
+  for (const line of lines) io.out(line);
+  printReport(result, records.length, io);
   return result.ok ? EXIT_OK : EXIT_FAILED;
 }
 
-function printReport(result: EvidenceVerification, recordCount: number, trustedKeys: string | undefined, io: CliIo): void {
+/** Each JWK of a key set with its kid and thumbprint; entries that are not objects are left out. */
+async function describeKeys(keys: readonly unknown[]): Promise<KeyInfo[]> {
+  const jwks = keys.filter(isObject);
+  return Promise.all(jwks.map(async (jwk) => ({ jwk, kid: typeof jwk.kid === "string" ? jwk.kid : "(none)", thumbprint: await jwkThumbprint(jwk) })));
+}
+
+function keyName(key: KeyInfo): string {
+  return `thumbprint ${key.thumbprint ?? "(not computable: incomplete key)"} (kid ${key.kid})`;
+}
+
+function printReport(result: EvidenceVerification, recordCount: number, io: CliIo): void {
   const organizations = result.chains.length;
-  io.out(`${recordCount} record${recordCount === 1 ? "" : "s"}, ${organizations} organization${organizations === 1 ? "" : "s"}; keys from ${trustedKeys ?? "the export itself"}`);
+  io.out(`${recordCount} record${recordCount === 1 ? "" : "s"}, ${organizations} organization${organizations === 1 ? "" : "s"}`);
   for (const chain of result.chains) {
     io.out(`  ${chain.organization_id}: seq ${chain.first_seq}..${chain.last_seq} (${chain.record_count} records), head digest ${chain.head_digest ?? "unreadable"}`);
+    if (chain.head) {
+      const h = chain.head;
+      io.out(`    signed head: seq ${h.seq}, digest ${h.digest ?? "null"}, signed at ${h.signed_at} by kid ${h.kid}`);
+    }
     if (!chain.from_genesis) {
       io.out(`    starts mid-chain: the link from seq ${chain.first_seq} to seq ${chain.first_seq - 1} is outside this export and was not checked`);
     }
   }
-  if (!trustedKeys) {
-    io.out("note: keys taken from the export prove its internal consistency only; pass --jwks with the service's published key set to authenticate it");
-  }
-  if (organizations > 0) {
-    io.out("note: records cut from the end of a chain leave no trace; compare each head digest with the service");
-  }
   if (result.ok) {
-    io.out("VALID: every record's digest and signature verified and every chain is unbroken");
+    io.out("VALID: every record's digest and signature verified with a trusted key, every chain is unbroken and ends at its signed head");
     return;
   }
   io.out(`INVALID: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);

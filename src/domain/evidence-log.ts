@@ -1,4 +1,6 @@
 import type { KeyObject } from "node:crypto";
+import { signEvidenceHead } from "../evidence/head.js";
+import type { EvidenceHead } from "../evidence/head.js";
 import { generateEvidenceKey, importEd25519PublicJwk, EvidenceKeyring } from "../evidence/keys.js";
 import type { EvidenceRecord } from "../evidence/record.js";
 import type { EvidenceStore } from "../storage/evidence.js";
@@ -76,8 +78,14 @@ export class EvidenceLog {
     return this.store.bySubject(organizationId, subjectId);
   }
 
-  /** A page of the organization's chain, for export. */
-  page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }> {
-    return this.store.page(organizationId, afterSeq, limit);
+  /**
+   * A page of the organization's chain, for export, with the chain's head as of the same read,
+   * signed with the active key (src/evidence/head.ts): an export carries the head of its last
+   * page, so records cut from its end fail verification.
+   */
+  async page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean; head: EvidenceHead }> {
+    const { records, hasMore, head } = await this.store.page(organizationId, afterSeq, limit);
+    const signed = signEvidenceHead({ organization_id: organizationId, seq: head.seq, digest: head.digest, signed_at: new Date().toISOString() }, this.keyring);
+    return { records, hasMore, head: signed };
   }
 }

@@ -54,6 +54,19 @@ export async function generateEvidenceKey(): Promise<GeneratedEvidenceKey> {
 }
 
 /**
+ * The RFC 7638 thumbprint (SHA-256, base64url) of a public JWK, computed from its key members
+ * (for Ed25519: crv, kty, x), so it names the key itself whatever its `kid` says; null when the
+ * JWK lacks the members its type requires. For the service's evidence keys it equals the kid.
+ */
+export async function jwkThumbprint(jwk: Readonly<Record<string, unknown>>): Promise<string | null> {
+  try {
+    return await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], "sha256");
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Imports the public key of an Ed25519 JWK so that signatures can be checked without the
  * keyring, as the offline verifier does. Throws a TypeError describing what is wrong.
  */

@@ -1,14 +1,21 @@
 import type { KeyObject } from "node:crypto";
 import { CanonicalJsonError } from "./canonical.js";
+import { describeMalformedHead, evidenceHeadSigningInput } from "./head.js";
+import type { EvidenceHead } from "./head.js";
 import { importEd25519PublicJwk, verifyEd25519 } from "./keys.js";
 import type { EvidencePublicJwk } from "./keys.js";
 import { computeEvidenceDigest, describeMalformedRecord, evidenceSigningInput, isHexDigest } from "./record.js";
 import type { EvidenceRecord } from "./record.js";
 
-/** An evidence export as the service produces it: records (any order of organizations) and the JWKS. */
+/**
+ * An evidence export as the service produces it: records (any order of organizations), the
+ * JWKS, and the signed head of the organization's chain as of the last page read (or one head
+ * per organization, as an array, for an export that holds several).
+ */
 export interface EvidenceExport {
   records: EvidenceRecord[];
   jwks: { keys: EvidencePublicJwk[] };
+  head: EvidenceHead | EvidenceHead[];
 }
 
 /**
@@ -18,6 +25,8 @@ export interface EvidenceExport {
 export interface UntrustedEvidenceExport {
   records: readonly unknown[];
   jwks?: { keys: readonly unknown[] };
+  /** A signed head, or an array of them; absent, every chain is reported `head_missing`. */
+  head?: unknown;
 }
 
 /** Options for {@link verifyEvidenceExport}. */
@@ -43,7 +52,13 @@ export type EvidenceProblemKind =
   | "out_of_order"
   | "duplicate"
   | "mixed_organizations"
-  | "malformed";
+  | "malformed"
+  /** The chain has no signed head in the export, so records cut from its end could not be seen. */
+  | "head_missing"
+  /** The chain ends before its signed head's seq: records were cut from the end. */
+  | "truncated"
+  /** The chain's last record is past the head's seq, or at it with another digest. */
+  | "head_mismatch";
 
 /** One finding; the identifying members are present whenever the record had them readable. */
 export interface EvidenceProblem {
@@ -68,10 +83,12 @@ export interface EvidenceChainSummary {
    */
   from_genesis: boolean;
   /**
-   * Digest of the last record (`digest` as stored). Records deleted from the end of a chain
-   * leave no trace inside an export; comparing this with the service's current head does.
+   * Digest of the last record (`digest` as stored); with a signed head, it must be the head's
+   * digest (else head_mismatch).
    */
   head_digest: string | null;
+  /** The export's well-formed signed head of this organization, or null when it has none. */
+  head: EvidenceHead | null;
 }
 
 /** The verdict: `ok` exactly when `problems` is empty. */
@@ -108,8 +125,19 @@ type KeyEntry = { key: KeyObject } | { unusable: string };
  * This detects an edited record (digest_mismatch, or signature_invalid if the digest was
  * recomputed, plus chain_broken after it), a deleted one (sequence_gap), an inserted or copied
  * one (duplicate, or a broken link or signature), reordered ones (out_of_order) and one signed
- * by a key outside the key set (unknown_key). It cannot see records cut from the end of a
- * chain, nor check the link of a chain that starts mid-way: see {@link EvidenceChainSummary}.
+ * by a key outside the key set (unknown_key).
+ *
+ * Each chain must end at its organization's signed head (`exported.head`: one head, or an array
+ * of heads): the head's signature must verify with a key of the key set (else unknown_key or
+ * signature_invalid), and the chain's last record must be at the head's seq with the head's
+ * digest. Records cut from the end are `truncated`; records past the head, or another last
+ * record, `head_mismatch`; a chain without a head `head_missing`, so a truncation can never
+ * pass silently. It cannot check the link of a chain that starts mid-way: see
+ * {@link EvidenceChainSummary}.
+ *
+ * Which keys to trust is the caller's decision: `options.trustedJwks`, else the export's own
+ * `jwks`, which proves internal consistency only (a forger who re-signs every record and the
+ * head replaces it too). `mandate evidence verify` never runs on unpinned export keys.
  */
 export function verifyEvidenceExport(
   exported: UntrustedEvidenceExport,
@@ -117,6 +145,7 @@ export function verifyEvidenceExport(
 ): EvidenceVerification {
   const problems: EvidenceProblem[] = [];
   const keys = importKeySet(options.trustedJwks ?? exported.jwks ?? { keys: [] }, problems);
+  const heads = checkHeads(exported.head, keys, options.organizationId, problems);
   // Per organization: its links in export order, and the same links by seq to spot repeats.
   const chains = new Map<string, { links: Link[]; bySeq: Map<number, Link> }>();
   const ids = new Map<string, number>();
@@ -164,7 +193,13 @@ export function verifyEvidenceExport(
     if (link.evidence_id !== undefined) ids.set(link.evidence_id, index);
   });
 
-  const summaries = [...chains].map(([organization, { links }]) => checkChain(organization, links, problems));
+  const summaries = [...chains].map(([organization, { links }]) => checkChain(organization, links, heads.get(organization) ?? null, problems));
+  // A head whose organization has no record here: the export lost every record up to it.
+  for (const [organization, head] of heads) {
+    if (!chains.has(organization) && head.seq > 0) {
+      problems.push({ problem: "truncated", message: `the export holds no record but the signed head is at seq ${head.seq}`, organization_id: organization, seq: head.seq });
+    }
+  }
   // Stable sort: within one position, integrity findings stay ahead of chain findings.
   problems.sort((a, b) => (a.index ?? -1) - (b.index ?? -1));
   return { ok: problems.length === 0, problems, chains: summaries };
@@ -197,8 +232,53 @@ function checkIntegrity(
   }
 }
 
-/** Checks one organization's links (export order, no repeats) and summarises the chain. */
-function checkChain(organization: string, links: readonly Link[], problems: EvidenceProblem[]): EvidenceChainSummary {
+/**
+ * Reads the export's heads (one, or an array), checks each one's form and signature, and
+ * returns the well-formed ones by organization (a head of an unexpected organization is
+ * reported and dropped). A head whose signature fails is still returned: its claims are then
+ * checked too, so one problem does not hide another.
+ */
+function checkHeads(
+  value: unknown,
+  keys: ReadonlyMap<string, KeyEntry>,
+  expectedOrganization: string | undefined,
+  problems: EvidenceProblem[],
+): Map<string, EvidenceHead> {
+  const heads = new Map<string, EvidenceHead>();
+  if (value === undefined || value === null) return heads;
+  const list = Array.isArray(value) ? value : [value];
+  list.forEach((candidate, i) => {
+    const label = Array.isArray(value) ? `head[${i}]` : "the head";
+    const malformed = describeMalformedHead(candidate);
+    if (malformed) {
+      problems.push({ problem: "malformed", message: `${label}: ${malformed}` });
+      return;
+    }
+    const head = candidate as EvidenceHead;
+    const about = { organization_id: head.organization_id, seq: head.seq };
+    if (expectedOrganization !== undefined && head.organization_id !== expectedOrganization) {
+      problems.push({ problem: "mixed_organizations", message: `${label} belongs to ${head.organization_id}, not to ${expectedOrganization}`, ...about });
+      return;
+    }
+    if (heads.has(head.organization_id)) {
+      problems.push({ problem: "duplicate", message: `${label} is a second head of ${head.organization_id}`, ...about });
+      return;
+    }
+    const entry = keys.get(head.kid);
+    if (entry === undefined) {
+      problems.push({ problem: "unknown_key", message: `${label} is signed with kid ${head.kid}, which is not in the key set`, ...about });
+    } else if ("unusable" in entry) {
+      problems.push({ problem: "unknown_key", message: `${label} is signed with kid ${head.kid}, which cannot verify: ${entry.unusable}`, ...about });
+    } else if (!verifyEd25519(entry.key, evidenceHeadSigningInput(head), head.signature)) {
+      problems.push({ problem: "signature_invalid", message: `${label}'s signature is not kid ${head.kid}'s signature of its members`, ...about });
+    }
+    heads.set(head.organization_id, head);
+  });
+  return heads;
+}
+
+/** Checks one organization's links (export order, no repeats) against its head, and summarises the chain. */
+function checkChain(organization: string, links: readonly Link[], head: EvidenceHead | null, problems: EvidenceProblem[]): EvidenceChainSummary {
   const report = (link: Link, problem: EvidenceProblemKind, message: string): void => {
     problems.push({ problem, message, ...identify(link, organization) });
   };
@@ -232,6 +312,34 @@ function checkChain(organization: string, links: readonly Link[], problems: Evid
 
   const first = sorted[0]!;
   const last = sorted[sorted.length - 1]!;
+  if (head === null) {
+    problems.push({
+      problem: "head_missing",
+      message: "the export carries no signed head of this organization's chain, so records cut from its end would go unnoticed",
+      organization_id: organization,
+    });
+  } else if (last.seq < head.seq) {
+    const missing = head.seq - last.seq;
+    problems.push({
+      problem: "truncated",
+      message: `the export ends at seq ${last.seq} but the signed head is at seq ${head.seq}: ${missing === 1 ? `seq ${head.seq} is missing` : `seq ${last.seq + 1} to ${head.seq} (${missing} records) are missing`}`,
+      organization_id: organization,
+      seq: head.seq,
+    });
+  } else if (last.seq > head.seq) {
+    problems.push({
+      problem: "head_mismatch",
+      message: `the export goes on to seq ${last.seq} but the signed head is at seq ${head.seq}`,
+      organization_id: organization,
+      seq: head.seq,
+    });
+  } else if (last.digest !== head.digest) {
+    problems.push({
+      problem: "head_mismatch",
+      message: `the record at seq ${head.seq} has digest ${last.digest ?? "(unreadable)"}, the signed head says ${head.digest}`,
+      ...identify(last, organization),
+    });
+  }
   return {
     organization_id: organization,
     record_count: links.length,
@@ -239,6 +347,7 @@ function checkChain(organization: string, links: readonly Link[], problems: Evid
     last_seq: last.seq,
     from_genesis: first.seq === 1,
     head_digest: last.digest ?? null,
+    head,
   };
 }
 

@@ -3,6 +3,7 @@ import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { MandateError, validationFailed } from "../base/errors.js";
 import type { EvidenceLog } from "../domain/evidence-log.js";
+import type { EvidenceHead } from "../evidence/head.js";
 import type { EvidenceRecord } from "../evidence/record.js";
 import { EvidenceService } from "../gen/mandate/v1/evidence_pb.js";
 import { orgCaller } from "./context.js";
@@ -23,6 +24,16 @@ export const evidenceMessage = (r: EvidenceRecord) => ({
   signature: r.signature,
 });
 
+/** The EvidenceHead message of a signed head (same members, same values). */
+export const evidenceHeadMessage = (h: EvidenceHead) => ({
+  organizationId: h.organization_id,
+  seq: BigInt(h.seq),
+  digest: fromJson(ValueSchema, h.digest),
+  signedAt: ts(new Date(h.signed_at)),
+  kid: h.kid,
+  signature: h.signature,
+});
+
 /** EvidenceService. */
 export class EvidenceServiceImpl implements ServiceImpl<typeof EvidenceService> {
   constructor(private readonly evidence: EvidenceLog) {}
@@ -39,7 +50,7 @@ export class EvidenceServiceImpl implements ServiceImpl<typeof EvidenceService> 
     if (req.afterSeq < 0n || req.afterSeq > BigInt(Number.MAX_SAFE_INTEGER)) {
       throw validationFailed([{ field: "after_seq", code: "out_of_range", message: "must be between 0 and 2^53 - 1" }]);
     }
-    const { records, hasMore } = await this.evidence.page(orgCaller(ctx).organizationId, Number(req.afterSeq), size);
-    return { records: records.map(evidenceMessage), hasMore };
+    const { records, hasMore, head } = await this.evidence.page(orgCaller(ctx).organizationId, Number(req.afterSeq), size);
+    return { records: records.map(evidenceMessage), hasMore, head: evidenceHeadMessage(head) };
   }
 }

@@ -9,6 +9,19 @@ export interface EvidenceEntry {
   payload: Record<string, unknown>;
 }
 
+/** Where an organization's chain ends: its last record's seq and digest (0 and null when empty). */
+export interface StoredChainHead {
+  seq: number;
+  digest: string | null;
+}
+
+/** A page of an organization's chain and its head as of the same read. */
+export interface EvidencePage {
+  records: EvidenceRecord[];
+  hasMore: boolean;
+  head: StoredChainHead;
+}
+
 /**
  * The evidence chain as stored, and the keys that sign it. Records are appended only through
  * the Ledger (storage/ledger.ts) and the stores whose changes they state; this reads them.
@@ -22,6 +35,10 @@ export interface EvidenceStore {
   get(organizationId: string, evidenceId: string): Promise<EvidenceRecord | null>;
   /** Records about one subject (an agent, a decision…), oldest first. */
   bySubject(organizationId: string, subjectId: string): Promise<EvidenceRecord[]>;
-  /** Up to `limit` records of the chain after position `afterSeq`, in order, and whether more follow. */
-  page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }>;
+  /**
+   * Up to `limit` records of the chain after position `afterSeq`, in order, whether more follow,
+   * and the chain's head (its last record's seq and digest; 0 and null when empty) read in the
+   * same snapshot: when `hasMore` is false, the last record returned (if any) is the head.
+   */
+  page(organizationId: string, afterSeq: number, limit: number): Promise<EvidencePage>;
 }

@@ -1,11 +1,12 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto";
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, verify } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { calculateJwkThumbprint } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyEvidenceExport } from "../../src/evidence/verify.js";
@@ -43,7 +44,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 let svc: TestService;
 let org: OrgFixture;
 let tmp: string;
-let exported: { records: any[]; jwks: { keys: any[] } };
+let exported: { records: any[]; jwks: { keys: any[] }; head: any };
 
 beforeAll(async () => {
   svc = await startService();
@@ -102,6 +103,32 @@ describe("an exported chain", () => {
     const edited = clone(records[3]);
     edited.payload.by = "someone else";
     expect(independentRecordCheck(edited, jwks)).not.toEqual([]);
+  });
+
+  it("carries a signed head where the records end, verifiable independently against the JWKS", async () => {
+    const { records, jwks, head } = exported;
+    const last = records[records.length - 1];
+    expect(Object.keys(head).sort()).toEqual(["digest", "kid", "organization_id", "seq", "signature", "signed_at"]);
+    expect(head).toMatchObject({ organization_id: org.organizationId, seq: last.seq, digest: last.digest });
+    expect(head.signed_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    // Ed25519 over the canonical JSON of the four other members, checked here without src/evidence.
+    const jwk = jwks.keys.find((k) => k.kid === head.kid);
+    expect(jwk).toBeDefined();
+    const { kid: _kid, signature, ...covered } = head;
+    const key = createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: jwk.x }, format: "jwk" });
+    expect(verify(null, Buffer.from(canonicalJson(covered)), key, Buffer.from(signature, "base64url"))).toBe(true);
+    expect(verify(null, Buffer.from(canonicalJson({ ...covered, seq: head.seq - 1 })), key, Buffer.from(signature, "base64url"))).toBe(false);
+
+    // Every page carries the head as of that page; an empty chain's head is seq 0, digest null.
+    const page = await svc.v1("GET", "/v1/evidence?after_seq=0&page_size=2", { bearer: org.apiKey });
+    expect(page.body).toMatchObject({ has_more: true, head: { organization_id: org.organizationId, seq: last.seq, digest: last.digest } });
+    const empty = await svc.newOrg();
+    const none = await svc.v1("GET", "/v1/evidence", { bearer: empty.apiKey });
+    expect(none.status).toBe(200);
+    const emptyHead = none.body.head;
+    expect(emptyHead.organization_id).toBe(empty.organizationId);
+    const emptyRecords = none.body.records as any[];
+    expect(emptyHead.seq).toBe(emptyRecords.length === 0 ? 0 : emptyRecords.at(-1).seq);
   });
 
   it("GET /v1/evidence/{id} returns the same record as the export; other organizations get 404", async () => {
@@ -190,6 +217,16 @@ describe("mandate evidence verify", () => {
       names: () => exported.records[7].evidence_id,
     },
     {
+      name: "the last records cut",
+      make: () => {
+        const copy = clone(exported);
+        copy.records.splice(-3);
+        return copy;
+      },
+      problem: "truncated",
+      names: () => `seq ${exported.head.seq}`,
+    },
+    {
       name: "a record duplicated",
       make: () => {
         const copy = clone(exported);
@@ -201,19 +238,35 @@ describe("mandate evidence verify", () => {
     },
   ];
 
-  it("exits 0 on the export as served, with its own keys, the published JWKS and the organization pinned", async () => {
+  it("exits 0 on the export as served, with the published JWKS or the export's key pinned by thumbprint; refuses without keys", async () => {
     const file = await writeExport("export.json", exported);
     const jwksFile = await writeExport("jwks.json", exported.jwks);
-    const [own, trusted] = await Promise.all([cli(file), cli("--jwks", jwksFile, "--organization", org.organizationId, file)]);
-    expect(own.code, own.out).toBe(0);
-    expect(own.out).toContain("VALID");
+    const thumbprints = await Promise.all(exported.jwks.keys.map((k) => calculateJwkThumbprint({ kty: k.kty, crv: k.crv, x: k.x }, "sha256")));
+    const [none, trusted, pinned] = await Promise.all([
+      cli(file),
+      cli("--jwks", jwksFile, "--organization", org.organizationId, file),
+      cli("--trust-export-keys", thumbprints.join(","), file),
+    ]);
+    expect(none.code, none.out).toBe(2);
+    expect(none.out).toContain("no trusted keys");
+    expect(none.out).not.toContain("VALID");
+    for (const t of thumbprints) expect(none.out).toContain(`thumbprint ${t}`);
     expect(trusted.code, trusted.out).toBe(0);
+    expect(trusted.out).toContain(`trusted keys: from --jwks ${jwksFile}`);
+    expect(pinned.code, pinned.out).toBe(0);
+    expect(pinned.out).toContain("trusted keys: the export's own keys pinned by --trust-export-keys");
+    for (const out of [trusted.out, pinned.out]) {
+      for (const t of thumbprints) expect(out).toContain(`  trusted: thumbprint ${t}`);
+      expect(out).toContain(`signed head: seq ${exported.head.seq}, digest ${exported.head.digest}`);
+      expect(out).toContain("VALID");
+    }
     expect(verifyEvidenceExport(exported, { trustedJwks: exported.jwks, organizationId: org.organizationId })).toMatchObject({ ok: true, problems: [] });
   });
 
   it("exits 1 on every tampered copy and names the problem and the record", async () => {
     const files = await Promise.all(tampers.map((t, i) => writeExport(`tampered-${i}.json`, t.make())));
-    const runs = await Promise.all(files.map((f) => cli(f)));
+    const jwksFile = await writeExport("tamper-jwks.json", exported.jwks);
+    const runs = await Promise.all(files.map((f) => cli("--jwks", jwksFile, f)));
     tampers.forEach((t, i) => {
       const { code, out } = runs[i]!;
       expect(code, `${t.name}:\n${out}`).toBe(1);
@@ -222,27 +275,44 @@ describe("mandate evidence verify", () => {
       expect(line, `${t.name}: expected a ${t.problem} line naming ${t.names()} in\n${out}`).toBeDefined();
       const verdict = verifyEvidenceExport(t.make(), { trustedJwks: exported.jwks });
       expect(verdict.ok).toBe(false);
-      expect(verdict.problems).toEqual(expect.arrayContaining([expect.objectContaining({ problem: t.problem, evidence_id: t.names() })]));
+      const named = t.problem === "truncated" ? { seq: exported.head.seq } : { evidence_id: t.names() };
+      expect(verdict.problems).toEqual(expect.arrayContaining([expect.objectContaining({ problem: t.problem, ...named })]));
     });
   });
 
-  it("a copy re-signed with a forger's key passes on its own keys but fails against the published JWKS", async () => {
+  it("a copy fully re-signed with a forger's key (records, head, JWKS replaced) is refused without keys and INVALID with the published JWKS or pinned thumbprint", async () => {
     const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+    const forgerJwk = publicKey.export({ format: "jwk" });
+    const forgerKid = await calculateJwkThumbprint({ kty: "OKP", crv: "Ed25519", x: forgerJwk.x! }, "sha256");
     const copy = clone(exported);
     const r = copy.records[copy.records.length - 1];
     r.payload.reason = "rewritten";
     const { digest: _d, kid: _k, signature: _s, ...covered } = r;
     r.digest = createHash("sha256").update(canonicalJson(covered)).digest("hex");
-    r.kid = "forger";
-    r.signature = sign(null, Buffer.from(r.digest), privateKey).toString("base64url");
-    copy.jwks = { keys: [...copy.jwks.keys, { ...publicKey.export({ format: "jwk" }), kid: "forger", alg: "EdDSA", use: "sig" }] };
+    for (const record of copy.records) {
+      record.kid = forgerKid;
+      record.signature = sign(null, Buffer.from(record.digest), privateKey).toString("base64url");
+    }
+    const { kid: _hk, signature: _hs, ...head } = { ...copy.head, digest: r.digest };
+    copy.head = { ...head, kid: forgerKid, signature: sign(null, Buffer.from(canonicalJson(head)), privateKey).toString("base64url") };
+    copy.jwks = { keys: [{ ...forgerJwk, kid: forgerKid, alg: "EdDSA", use: "sig" }] };
+    // On its own keys it is self-consistent: only pinning or the published JWKS can tell.
+    expect(verifyEvidenceExport(copy).ok).toBe(true);
+
     const file = await writeExport("forged.json", copy);
     const jwksFile = await writeExport("published-jwks.json", exported.jwks);
-    const [selfKeys, published] = await Promise.all([cli(file), cli("--jwks", jwksFile, file)]);
-    expect(selfKeys.code, selfKeys.out).toBe(0);
-    expect(published.code, published.out).toBe(1);
-    expect(published.out).toContain("unknown_key");
-    expect(published.out).toContain(r.evidence_id);
+    const [none, published, pinned] = await Promise.all([cli(file), cli("--jwks", jwksFile, file), cli("--trust-export-keys", exported.jwks.keys[0].kid, file)]);
+    expect(none.code, none.out).toBe(2);
+    expect(none.out).toContain("no trusted keys");
+    expect(none.out).toContain(`thumbprint ${forgerKid}`);
+    for (const run of [published, pinned]) {
+      expect(run.code, run.out).toBe(1);
+      expect(run.out).toContain("INVALID");
+      expect(run.out).toContain("unknown_key");
+      expect(run.out).toContain(r.evidence_id);
+      expect(run.out).toMatch(/unknown_key \([^)]*\): the head is signed with kid/);
+      expect(run.out).toContain(`export key: thumbprint ${forgerKid} (kid ${forgerKid}), not trusted`);
+    }
   });
 });
 
@@ -451,9 +521,9 @@ describe("crash: SIGKILL mid-load", () => {
     });
 
     // 2. The chain verifies (against the JWKS published before the crash), and holds every answered decision's record.
-    const { records, jwks } = await exportEvidence(s2, crashOrg.apiKey);
+    const { records, jwks, head } = await exportEvidence(s2, crashOrg.apiKey);
     expect(jwks.keys.map((k) => k.kid)).toEqual(expect.arrayContaining(jwksBefore.keys.map((k: any) => k.kid)));
-    const verdict = verifyEvidenceExport({ records, jwks }, { trustedJwks: jwksBefore, organizationId: crashOrg.organizationId });
+    const verdict = verifyEvidenceExport({ records, jwks, head }, { trustedJwks: jwksBefore, organizationId: crashOrg.organizationId });
     expect(verdict.problems).toEqual([]);
     expect(verdict.ok).toBe(true);
     const byId = new Map(records.map((r) => [r.evidence_id, r]));

@@ -302,20 +302,26 @@ export function agentGetDecision(svc: TestService, transport: Transport, agent: 
   return call(svc, transport, DecisionService.method.getDecision, { decision_id: decisionId }, { keyId: agent.certificateId, signature, timestamp });
 }
 
-/** Every evidence record of the caller's organization (GET /v1/evidence, all pages) and the published JWKS. */
-export async function exportEvidence(svc: TestService, apiKey: string): Promise<{ records: any[]; jwks: { keys: any[] } }> {
+/**
+ * An export of the caller's organization, as `mandate evidence verify` reads it: every evidence
+ * record (GET /v1/evidence, all pages), the published JWKS, and the signed chain head of the
+ * last page fetched (where the records end).
+ */
+export async function exportEvidence(svc: TestService, apiKey: string): Promise<{ records: any[]; jwks: { keys: any[] }; head: any }> {
   const records: any[] = [];
   let after = 0;
+  let head: any;
   for (;;) {
     const res = await svc.v1("GET", `/v1/evidence?after_seq=${after}&page_size=1000`, { bearer: apiKey });
     if (res.status !== 200) throw new Error(`exporting evidence failed: ${res.status} ${JSON.stringify(res.body)}`);
     records.push(...res.body.records);
+    head = res.body.head;
     if (!res.body.has_more || res.body.records.length === 0) break;
     after = res.body.records[res.body.records.length - 1].seq;
   }
   const jwks = await svc.v1("GET", "/.well-known/jwks.json");
   if (jwks.status !== 200) throw new Error(`reading the JWKS failed: ${jwks.status}`);
-  return { records, jwks: jwks.body };
+  return { records, jwks: jwks.body, head };
 }
 
 /**

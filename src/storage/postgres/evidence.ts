@@ -1,6 +1,6 @@
 import type { EvidenceKeyRow } from "../../evidence/keys.js";
 import type { EvidenceRecord } from "../../evidence/record.js";
-import type { EvidenceStore } from "../evidence.js";
+import type { EvidencePage, EvidenceStore } from "../evidence.js";
 import type { Database, Queryable } from "./database.js";
 
 /** Where an organization's chain ends: the last record's seq and digest (0 and null when empty). */
@@ -167,13 +167,29 @@ export const evidenceSql = {
     return rows.map((r) => JSON.parse(r.document) as EvidenceRecord);
   },
 
-  /** A page of the organization's chain after `afterSeq`, in order; fetches one extra row to tell whether more exist. */
-  async page(q: Queryable, organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }> {
-    const { rows } = await q.query<{ document: string }>(
-      "SELECT document FROM evidence_records WHERE organization_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-      [organizationId, afterSeq, limit + 1],
-    );
-    return { records: rows.slice(0, limit).map((r) => JSON.parse(r.document) as EvidenceRecord), hasMore: rows.length > limit };
+  /**
+   * A page of the organization's chain after `afterSeq`, in order (one extra row is fetched to
+   * tell whether more exist), and its head. One statement, so one snapshot: records and head
+   * move in one transaction, so the head read is exactly where the records read end.
+   */
+  async page(q: Queryable, organizationId: string, afterSeq: number, limit: number): Promise<EvidencePage> {
+    const { rows } = await q.query<{ head_seq: number | null; head_digest: string | null; document: string | null }>({
+      name: "evidence_page",
+      text: `SELECT h.seq AS head_seq, h.digest AS head_digest, r.document
+               FROM (SELECT 1) one
+               LEFT JOIN evidence_heads h ON h.organization_id = $1
+               LEFT JOIN LATERAL (SELECT seq, document FROM evidence_records
+                                   WHERE organization_id = $1 AND seq > $2 ORDER BY seq LIMIT $3) r ON true
+              ORDER BY r.seq`,
+      values: [organizationId, afterSeq, limit + 1],
+    });
+    const seq = rows[0]?.head_seq ?? 0;
+    const documents = rows.flatMap((r) => (r.document === null ? [] : [r.document]));
+    return {
+      records: documents.slice(0, limit).map((d) => JSON.parse(d) as EvidenceRecord),
+      hasMore: documents.length > limit,
+      head: { seq, digest: seq > 0 ? rows[0]!.head_digest : null },
+    };
   },
 };
 
@@ -198,7 +214,7 @@ export class PostgresEvidenceStore implements EvidenceStore {
     return evidenceSql.bySubject(this.db.pool, organizationId, subjectId);
   }
 
-  page(organizationId: string, afterSeq: number, limit: number): Promise<{ records: EvidenceRecord[]; hasMore: boolean }> {
+  page(organizationId: string, afterSeq: number, limit: number): Promise<EvidencePage> {
     return evidenceSql.page(this.db.pool, organizationId, afterSeq, limit);
   }
 }

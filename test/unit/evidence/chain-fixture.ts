@@ -1,6 +1,8 @@
 // Shared builders for the evidence tests: a real keyring and a real, correctly linked chain.
 import { EvidenceKeyring, generateEvidenceKey } from "../../../src/evidence/keys.js";
 import type { EvidenceKeyRow } from "../../../src/evidence/keys.js";
+import { signEvidenceHead } from "../../../src/evidence/head.js";
+import type { EvidenceHead } from "../../../src/evidence/head.js";
 import { newEvidenceId, sealRecord } from "../../../src/evidence/record.js";
 import type { EvidenceRecord } from "../../../src/evidence/record.js";
 
@@ -54,6 +56,12 @@ export function buildChain(
     previous = record;
   }
   return records;
+}
+
+/** The signed head of a chain that ends with the last of `records` (seq 0 when there are none). */
+export function signHead(keyring: EvidenceKeyring, records: readonly EvidenceRecord[], organizationId = records[0]?.organization_id ?? "org_test"): EvidenceHead {
+  const last = records.filter((r) => r.organization_id === organizationId).at(-1);
+  return signEvidenceHead({ organization_id: organizationId, seq: last?.seq ?? 0, digest: last?.digest ?? null, signed_at: "2026-11-25T22:00:00.000Z" }, keyring);
 }
 
 /** A deep copy, so each tampering test starts from the untouched chain. */

@@ -7,24 +7,33 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CliError } from "../../../src/cli/command.js";
 import type { CliIo } from "../../../src/cli/command.js";
 import { evidenceCommand } from "../../../src/cli/evidence.js";
-import { buildChain, copy, createKeyring } from "./chain-fixture.js";
+import { buildChain, copy, createKeyring, signHead } from "./chain-fixture.js";
 
 const projectRoot = fileURLToPath(new URL("../../../", import.meta.url));
 const keyring = await createKeyring();
+// The service's kid is its key's RFC 7638 thumbprint; the tests rely on that to know what to pin.
+const thumbprint = keyring.activeKid;
 const chain = buildChain(keyring, 20);
+const head = signHead(keyring, chain);
 let dir: string;
 let validFile: string;
 let tamperedFile: string;
+let truncatedFile: string;
+let jwksFile: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "mandate-evidence-cli-"));
   validFile = join(dir, "valid.json");
   tamperedFile = join(dir, "tampered.json");
+  truncatedFile = join(dir, "truncated.json");
+  jwksFile = join(dir, "service-jwks.json");
   const tampered = copy(chain);
   tampered[9]!.payload.amount = 0;
   tampered.splice(14, 1);
-  await writeFile(validFile, JSON.stringify({ records: chain, jwks: keyring.jwks() }));
-  await writeFile(tamperedFile, JSON.stringify({ records: tampered, jwks: keyring.jwks() }));
+  await writeFile(validFile, JSON.stringify({ records: chain, jwks: keyring.jwks(), head }));
+  await writeFile(tamperedFile, JSON.stringify({ records: tampered, jwks: keyring.jwks(), head }));
+  await writeFile(truncatedFile, JSON.stringify({ records: chain.slice(0, 17), jwks: keyring.jwks(), head }));
+  await writeFile(jwksFile, JSON.stringify(keyring.jwks()));
 });
 
 afterAll(async () => {
@@ -45,17 +54,47 @@ function mandate(...args: string[]): Promise<{ code: number | null; stdout: stri
 }
 
 describe("mandate evidence verify (child process)", () => {
-  it("exits 0 and says VALID for an untouched export", async () => {
-    const { code, stdout, stderr } = await mandate("evidence", "verify", validFile);
+  it("exits 0 and says VALID for an untouched export, saying which keys it trusted", async () => {
+    const { code, stdout, stderr } = await mandate("evidence", "verify", "--jwks", jwksFile, validFile);
     expect(stderr).toBe("");
+    expect(stdout).toContain(`trusted keys: from --jwks ${jwksFile}`);
+    expect(stdout).toContain(`  trusted: thumbprint ${thumbprint} (kid ${thumbprint})`);
     expect(stdout).toContain("20 records, 1 organization");
     expect(stdout).toContain(`org_test: seq 1..20 (20 records), head digest ${chain[19]!.digest}`);
+    expect(stdout).toContain(`signed head: seq 20, digest ${chain[19]!.digest}, signed at ${head.signed_at} by kid ${thumbprint}`);
     expect(stdout).toContain("VALID");
     expect(code).toBe(0);
   });
 
+  it("refuses to run without keys, printing the export's key thumbprints to pin", async () => {
+    const { code, stdout, stderr } = await mandate("evidence", "verify", validFile);
+    expect(code).toBe(2);
+    expect(stdout).toBe("");
+    expect(stderr).toMatch(/no trusted keys/);
+    expect(stderr).toMatch(/--jwks/);
+    expect(stderr).toMatch(/--trust-export-keys/);
+    expect(stderr).toMatch(/prove nothing/);
+    expect(stderr).toContain(`thumbprint ${thumbprint} (kid ${thumbprint})`);
+    expect(stderr).not.toContain("VALID");
+  });
+
+  it("exits 0 with the export's own key pinned by its thumbprint", async () => {
+    const { code, stdout } = await mandate("evidence", "verify", "--trust-export-keys", thumbprint, validFile);
+    expect(stdout).toContain("trusted keys: the export's own keys pinned by --trust-export-keys");
+    expect(stdout).toContain(`  trusted: thumbprint ${thumbprint} (kid ${thumbprint})`);
+    expect(stdout).toContain("VALID");
+    expect(code).toBe(0);
+  });
+
+  it("exits 1 for an export with its last records cut (truncated)", async () => {
+    const { code, stdout } = await mandate("evidence", "verify", "--jwks", jwksFile, truncatedFile);
+    expect(stdout).toContain("INVALID: 1 problem");
+    expect(stdout).toMatch(/^ {2}truncated \(org_test, seq 20\): the export ends at seq 17 but the signed head is at seq 20: seq 18 to 20 \(3 records\) are missing$/m);
+    expect(code).toBe(1);
+  });
+
   it("exits 1 and prints each problem for a tampered export", async () => {
-    const { code, stdout } = await mandate("evidence", "verify", tamperedFile);
+    const { code, stdout } = await mandate("evidence", "verify", "--jwks", jwksFile, tamperedFile);
     expect(stdout).toContain("INVALID: 2 problems");
     expect(stdout).toMatch(/^ {2}digest_mismatch \(records\[9\], org_test, seq 10, evd_\w+\): /m);
     expect(stdout).toMatch(/^ {2}sequence_gap \(records\[14\], org_test, seq 16, evd_\w+\): seq 15 is missing$/m);
@@ -96,29 +135,56 @@ describe("evidence command (in process)", () => {
     const notExport = join(dir, "array.json");
     await writeFile(notJson, "{ records:");
     await writeFile(notExport, "[]");
-    await expect(evidenceCommand.run(["verify", notJson], capture())).rejects.toThrow(/is not JSON/);
-    await expect(evidenceCommand.run(["verify", notExport], capture())).rejects.toThrow(/needs a "records" array/);
+    await expect(evidenceCommand.run(["verify", "--jwks", jwksFile, notJson], capture())).rejects.toThrow(/is not JSON/);
+    await expect(evidenceCommand.run(["verify", "--jwks", jwksFile, notExport], capture())).rejects.toThrow(/needs a "records" array/);
   });
 
-  it("checks against a trusted key set with --jwks", async () => {
+  it("is a usage error without keys, or with an empty thumbprint list", async () => {
+    const error = await evidenceCommand.run(["verify", validFile], capture()).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).showUsage).toBe(true);
+    expect((error as CliError).message).toMatch(/no trusted keys: pass --jwks FILE .* or --trust-export-keys THUMBPRINT/s);
+    expect((error as CliError).message).toContain(thumbprint);
+    await expect(evidenceCommand.run(["verify", "--trust-export-keys", " ,", validFile], capture())).rejects.toThrow(/no thumbprint/);
+  });
+
+  it("finds a fully re-signed forgery (records and head re-signed, JWKS replaced) INVALID with the service's keys", async () => {
     const forger = await createKeyring();
+    const records = buildChain(forger, 20);
     const forged = join(dir, "forged.json");
-    const trusted = join(dir, "jwks.json");
-    await writeFile(forged, JSON.stringify({ records: buildChain(forger, 3), jwks: forger.jwks() }));
-    await writeFile(trusted, JSON.stringify(keyring.jwks()));
+    await writeFile(forged, JSON.stringify({ records, jwks: forger.jwks(), head: signHead(forger, records) }));
 
-    const selfContained = capture();
-    expect(await evidenceCommand.run(["verify", forged], selfContained)).toBe(0);
-    expect(selfContained.lines.join("\n")).toContain("keys taken from the export prove its internal consistency only");
+    // Without keys: refused, not VALID.
+    await expect(evidenceCommand.run(["verify", forged], capture())).rejects.toThrow(/no trusted keys/);
 
+    const withJwks = capture();
+    expect(await evidenceCommand.run(["verify", "--jwks", jwksFile, forged], withJwks)).toBe(1);
+    expect(withJwks.lines.filter((line) => line.startsWith("  unknown_key"))).toHaveLength(21);
+    expect(withJwks.lines).toContain(`  export key: thumbprint ${forger.activeKid} (kid ${forger.activeKid}), not trusted`);
+
+    // Pinning the service's thumbprint: the forged export does not hold that key.
     const pinned = capture();
-    expect(await evidenceCommand.run(["verify", "--jwks", trusted, forged], pinned)).toBe(1);
-    expect(pinned.lines.filter((line) => line.startsWith("  unknown_key"))).toHaveLength(3);
+    expect(await evidenceCommand.run(["verify", "--trust-export-keys", thumbprint, forged], pinned)).toBe(1);
+    expect(pinned.lines).toContain(`  pinned thumbprint ${thumbprint}: not in the export's key set`);
+    expect(pinned.lines.filter((line) => line.startsWith("  unknown_key"))).toHaveLength(21);
+  });
+
+  it("trusts only the pinned one of the export's keys", async () => {
+    const forger = await createKeyring();
+    // The real key copied in, but records and head signed by the forger's key.
+    const records = buildChain(forger, 3);
+    const mixed = join(dir, "mixed.json");
+    await writeFile(mixed, JSON.stringify({ records, jwks: { keys: [...keyring.jwks().keys, ...forger.jwks().keys] }, head: signHead(forger, records) }));
+    const io = capture();
+    expect(await evidenceCommand.run(["verify", "--trust-export-keys", thumbprint, mixed], io)).toBe(1);
+    expect(io.lines).toContain(`  export key: thumbprint ${forger.activeKid} (kid ${forger.activeKid}), not trusted`);
+    expect(io.lines.filter((line) => line.startsWith("  unknown_key"))).toHaveLength(4);
   });
 
   it("reports another organization's records with --organization", async () => {
     const io = capture();
-    expect(await evidenceCommand.run(["verify", "--organization", "org_elsewhere", validFile], io)).toBe(1);
-    expect(io.lines).toContain("INVALID: 20 problems");
+    expect(await evidenceCommand.run(["verify", "--jwks", jwksFile, "--organization", "org_elsewhere", validFile], io)).toBe(1);
+    // 20 records and the head of another organization.
+    expect(io.lines).toContain("INVALID: 21 problems");
   });
 });

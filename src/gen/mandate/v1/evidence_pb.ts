@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/evidence.proto.
  */
 export const file_mandate_v1_evidence: GenFile = /*@__PURE__*/
-  fileDesc("ChltYW5kYXRlL3YxL2V2aWRlbmNlLnByb3RvEgptYW5kYXRlLnYxIqQCCg5FdmlkZW5jZVJlY29yZBITCgtldmlkZW5jZV9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSCwoDc2VxGAMgASgDEisKC3ByZXZfZGlnZXN0GAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBGtpbmQYBSABKAkSEgoKc3ViamVjdF9pZBgGIAEoCRIoCgdwYXlsb2FkGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkaWdlc3QYCSABKAkSCwoDa2lkGAogASgJEhEKCXNpZ25hdHVyZRgLIAEoCSIpChJHZXRFdmlkZW5jZVJlcXVlc3QSEwoLZXZpZGVuY2VfaWQYASABKAkiOwoTTGlzdEV2aWRlbmNlUmVxdWVzdBIRCglhZnRlcl9zZXEYASABKAMSEQoJcGFnZV9zaXplGAIgASgFIlUKFExpc3RFdmlkZW5jZVJlc3BvbnNlEisKB3JlY29yZHMYASADKAsyGi5tYW5kYXRlLnYxLkV2aWRlbmNlUmVjb3JkEhAKCGhhc19tb3JlGAIgASgIMukBCg9FdmlkZW5jZVNlcnZpY2USbQoLR2V0RXZpZGVuY2USHi5tYW5kYXRlLnYxLkdldEV2aWRlbmNlUmVxdWVzdBoaLm1hbmRhdGUudjEuRXZpZGVuY2VSZWNvcmQiIoLT5JMCHBIaL3YxL2V2aWRlbmNlL3tldmlkZW5jZV9pZH0SZwoMTGlzdEV2aWRlbmNlEh8ubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXF1ZXN0GiAubWFuZGF0ZS52MS5MaXN0RXZpZGVuY2VSZXNwb25zZSIUgtPkkwIOEgwvdjEvZXZpZGVuY2ViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChltYW5kYXRlL3YxL2V2aWRlbmNlLnByb3RvEgptYW5kYXRlLnYxIqQCCg5FdmlkZW5jZVJlY29yZBITCgtldmlkZW5jZV9pZBgBIAEoCRIXCg9vcmdhbml6YXRpb25faWQYAiABKAkSCwoDc2VxGAMgASgDEisKC3ByZXZfZGlnZXN0GAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEgwKBGtpbmQYBSABKAkSEgoKc3ViamVjdF9pZBgGIAEoCRIoCgdwYXlsb2FkGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZkaWdlc3QYCSABKAkSCwoDa2lkGAogASgJEhEKCXNpZ25hdHVyZRgLIAEoCSIpChJHZXRFdmlkZW5jZVJlcXVlc3QSEwoLZXZpZGVuY2VfaWQYASABKAkiOwoTTGlzdEV2aWRlbmNlUmVxdWVzdBIRCglhZnRlcl9zZXEYASABKAMSEQoJcGFnZV9zaXplGAIgASgFIn0KFExpc3RFdmlkZW5jZVJlc3BvbnNlEisKB3JlY29yZHMYASADKAsyGi5tYW5kYXRlLnYxLkV2aWRlbmNlUmVjb3JkEhAKCGhhc19tb3JlGAIgASgIEiYKBGhlYWQYAyABKAsyGC5tYW5kYXRlLnYxLkV2aWRlbmNlSGVhZCKrAQoMRXZpZGVuY2VIZWFkEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRILCgNzZXEYAiABKAMSJgoGZGlnZXN0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi0KCXNpZ25lZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASCwoDa2lkGAUgASgJEhEKCXNpZ25hdHVyZRgGIAEoCTLpAQoPRXZpZGVuY2VTZXJ2aWNlEm0KC0dldEV2aWRlbmNlEh4ubWFuZGF0ZS52MS5HZXRFdmlkZW5jZVJlcXVlc3QaGi5tYW5kYXRlLnYxLkV2aWRlbmNlUmVjb3JkIiKC0+STAhwSGi92MS9ldmlkZW5jZS97ZXZpZGVuY2VfaWR9EmcKDExpc3RFdmlkZW5jZRIfLm1hbmRhdGUudjEuTGlzdEV2aWRlbmNlUmVxdWVzdBogLm1hbmRhdGUudjEuTGlzdEV2aWRlbmNlUmVzcG9uc2UiFILT5JMCDhIML3YxL2V2aWRlbmNlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One signed evidence record. `digest` is the SHA-256 (hex) of the RFC 8785
@@ -160,6 +160,16 @@ export type ListEvidenceResponse = Message<"mandate.v1.ListEvidenceResponse"> & 
    * @generated from field: bool has_more = 2;
    */
   hasMore: boolean;
+
+  /**
+   * The organization's chain head as of this answer, read in the same snapshot as
+   * `records`: when has_more is false, the last record (if any after after_seq) is
+   * at head.seq with head.digest. An export carries the head of its last page, so
+   * records cut from its end fail verification.
+   *
+   * @generated from field: mandate.v1.EvidenceHead head = 3;
+   */
+  head?: EvidenceHead;
 };
 
 /**
@@ -168,6 +178,60 @@ export type ListEvidenceResponse = Message<"mandate.v1.ListEvidenceResponse"> & 
  */
 export const ListEvidenceResponseSchema: GenMessage<ListEvidenceResponse> = /*@__PURE__*/
   messageDesc(file_mandate_v1_evidence, 3);
+
+/**
+ * A signed chain head: where the organization's evidence chain ended at
+ * `signed_at`. `signature` is Ed25519 (base64url, by key `kid` of the JWKS) over
+ * the UTF-8 bytes of the RFC 8785 canonical JSON of the object holding exactly
+ * organization_id, seq, digest (null for an empty chain) and signed_at (ISO 8601
+ * UTC, three fractional digits), as /v1 writes them.
+ *
+ * @generated from message mandate.v1.EvidenceHead
+ */
+export type EvidenceHead = Message<"mandate.v1.EvidenceHead"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * seq of the chain's last record; 0 for an empty chain.
+   *
+   * @generated from field: int64 seq = 2;
+   */
+  seq: bigint;
+
+  /**
+   * digest of the record at seq; null for an empty chain.
+   *
+   * @generated from field: google.protobuf.Value digest = 3;
+   */
+  digest?: Value;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp signed_at = 4;
+   */
+  signedAt?: Timestamp;
+
+  /**
+   * Key id of the signing key in the JWKS.
+   *
+   * @generated from field: string kid = 5;
+   */
+  kid: string;
+
+  /**
+   * @generated from field: string signature = 6;
+   */
+  signature: string;
+};
+
+/**
+ * Describes the message mandate.v1.EvidenceHead.
+ * Use `create(EvidenceHeadSchema)` to create a new message.
+ */
+export const EvidenceHeadSchema: GenMessage<EvidenceHead> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_evidence, 4);
 
 /**
  * Signed, hash-chained evidence records. Verifiable offline with /.well-known/jwks.json.
