@@ -133,7 +133,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         ) as never },
       { service: ExecutionReportService, impl: new ExecutionReportServiceImpl(execution) as never },
       { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
-      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, ledger, evidence, mirror, mirrorError), evidence) as never },
+      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
     ];
     const log = evidence;

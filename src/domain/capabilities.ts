@@ -1,6 +1,7 @@
 import { hash } from "node:crypto";
 import { errors as joseErrors, jwtVerify, SignJWT, decodeJwt, decodeProtectedHeader, type JWTPayload } from "jose";
 import { canonicalJson, sha256Hex } from "../evidence/canonical.js";
+import type { AgentStore } from "../storage/agents.js";
 import type { CapabilityRow, CapabilityStore, ConsumeRefusal, NewCapability } from "../storage/capabilities.js";
 import type { CapabilityMirror } from "../storage/capability-mirror.js";
 import type { DecisionRow, DecisionStore } from "../storage/decisions.js";
@@ -34,6 +35,8 @@ export interface Presentation {
   action: string;
   resource: string;
   constraints: Record<string, string>;
+  /** When given, must equal the originating agent's `environment` label (docs/architecture.md, Consume paths). */
+  environment?: string | undefined;
 }
 
 
@@ -61,6 +64,7 @@ export class Capabilities {
   constructor(
     private readonly capabilities: CapabilityStore,
     decisions: DecisionStore,
+    private readonly agents: Pick<AgentStore, "get">,
     private readonly ledger: Ledger,
     private readonly evidence: EvidenceLog,
     private readonly mirror: CapabilityMirror | null,
@@ -225,6 +229,17 @@ export class Capabilities {
         "A constraint differs from the bound value; the Capability was not consumed.",
         differing.map((k) => ({ field: `constraints.${k}`, code: "capability_constraint_mismatch", message: "differs from the bound value" })),
       );
+    }
+    // The agent's label is read only when an environment is presented: no read is added otherwise.
+    if (p.environment !== undefined) {
+      const agent = await this.agents.get(row.organization_id, row.agent_id);
+      if (agent?.environment !== p.environment) {
+        throw new MandateError(
+          "capability_constraint_mismatch",
+          "The environment differs from the originating agent's environment label; the Capability was not consumed.",
+          [{ field: "environment", code: "capability_constraint_mismatch", message: "differs from the originating agent's environment label" }],
+        );
+      }
     }
     const marked = await this.consumeInRedis(row);
     try {

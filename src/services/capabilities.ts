@@ -48,7 +48,7 @@ export class CapabilityServiceImpl implements ServiceImpl<typeof CapabilityServi
   async verifyCapability(req: VerifyCapabilityRequest, ctx: HandlerContext) {
     const row = await this.capabilities.verify(
       orgCaller(ctx),
-      { token: req.token, audience: req.audience, action: req.action, resource: req.resource, constraints: req.constraints },
+      { token: req.token, audience: req.audience, action: req.action, resource: req.resource, constraints: req.constraints, environment: req.environment },
     );
     return { capabilityId: row.capability_id, decisionId: row.decision_id, resource: row.resource, constraints: row.constraints };
   }

@@ -119,6 +119,9 @@ export type VerifyCapabilityRequest = Message<"mandate.v1.VerifyCapabilityReques
   constraints: { [key: string]: string };
 
   /**
+   * When present, must equal the originating agent's `environment` label, else 409
+   * capability_constraint_mismatch with the token left unconsumed (docs/architecture.md, Consume paths).
+   *
    * @generated from field: optional string environment = 6;
    */
   environment?: string;
