@@ -77,6 +77,29 @@ export function valueAt(intent: Record<string, unknown>, path: string): unknown 
   return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), intent);
 }
 
+/** The optional top-level fields an integration contract must name for an Intent to carry them. */
+const CONTRACT_FIELDS = ["amount", "currency", "counterparty", "resource"] as const;
+
+/**
+ * The fields of `intent` an integration contract does not name, as field paths (`amount`,
+ * `context.discount`), top-level fields first (docs/architecture.md, The Intent path, step 8).
+ * The contract names the field its `resource_path` points at, every field a `context_bindings`
+ * path points at (both are bound to the Capability), and by each binding's key the context key of
+ * that name and, for `amount`, `currency` or `counterparty`, the top-level field. Names are the
+ * contract's own keys and values only, never an inherited property such as `constructor`.
+ */
+function undeclaredFields(intent: Intent, resourcePath: string, bindings: Record<string, string>): string[] {
+  const named = new Set<string>([resourcePath]);
+  for (const [key, path] of Object.entries(bindings)) {
+    named.add(path);
+    named.add(`context.${key}`);
+    if (key !== "resource") named.add(key);
+  }
+  const undeclared: string[] = CONTRACT_FIELDS.filter((f) => Object.hasOwn(intent, f) && !named.has(f));
+  if (intent.context) for (const key of Object.keys(intent.context)) if (!named.has(`context.${key}`)) undeclared.push(`context.${key}`);
+  return undeclared;
+}
+
 /** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
 export function parseIntent(bytes: Uint8Array): Intent {
   const d = parseJsonObject(bytes);
@@ -217,15 +240,13 @@ export class Intents {
 
     let evaluation: Evaluation | null = null;
     if (context.agent_state !== "suspended") {
-      if (context.context_bindings && intent.context) {
-        // Own keys only: `in` would also find inherited names (constructor, __proto__, toString, …).
-        const bindings = context.context_bindings;
-        const undeclared = Object.keys(intent.context).filter((k) => !Object.hasOwn(bindings, k));
+      if (context.context_bindings) {
+        const undeclared = undeclaredFields(intent, context.resource_path ?? "", context.context_bindings);
         if (undeclared.length) {
           throw new MandateError(
-            "undeclared_context_field",
-            "The Intent carries context fields its integration contract does not declare.",
-            undeclared.map((k) => ({ field: `context.${k}`, code: "undeclared_context_field", message: "not declared by the active integration contract" })),
+            "undeclared_field",
+            "The Intent carries fields its integration contract does not name.",
+            undeclared.map((field) => ({ field, code: "undeclared_field", message: "not named by the active integration contract" })),
           );
         }
       }

@@ -57,6 +57,8 @@ export interface IntentContext {
   prior: DecisionRow | null;
   integration_id: string | null;
   contract_version: number | null;
+  /** The active contract's resource path and bindings: the fields it names (null without a contract). */
+  resource_path: string | null;
   context_bindings: Record<string, string> | null;
 }
 

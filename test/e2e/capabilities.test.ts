@@ -355,13 +355,14 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
     });
 
     const contractCapability = async () => {
-      const d = await decide(svc, iAgent, { resource: "erp:invoice:77", amount: 40, currency: "EUR", context: { po: "PO-77", vendor: "initech" } });
+      // Only fields the contract names: an amount or currency would be refused (422 undeclared_field, intents.yaml).
+      const d = await decide(svc, iAgent, { resource: "erp:invoice:77", context: { po: "PO-77", vendor: "initech" } });
       expect(d.outcome).toBe("ALLOW");
       const cap = await issueOk(svc, iOrg.apiKey, d.decision_id);
       return {
         decisionId: d.decision_id,
         capabilityId: cap.capability_id,
-        // The contract's declared fields are the constraints; amount and currency are not.
+        // The contract's declared fields are the constraints, and nothing else.
         presentation: { token: cap.token, audience: "erp-gateway", action: "reference_noop", resource: "erp:invoice:77", constraints: { po: "PO-77", vendor: "initech" } },
       };
     };

@@ -249,13 +249,19 @@ describe.each(TRANSPORTS)("error rows over %s", (transport: Transport) => {
     expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(before);
   });
 
-  it("a context key the active integration contract does not declare → 422 undeclared_context_field; no decision, no evidence", async () => {
-    const order = (context: Record<string, unknown>) => intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:4711", context });
+  it("a field the active integration contract does not name → 422 undeclared_field; no decision, no evidence", async () => {
+    const order = (context: Record<string, unknown>, fields: Record<string, unknown> = {}) =>
+      intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:4711", context, ...fields });
     const chain = await evidenceCursor(svc, org.apiKey);
     const before = await decisionCount(svc, org.apiKey, agent.agentId);
     const res = await submitIntent(svc, transport, signBody(agent, order({ po_number: "4711", discount: "99%" })));
-    expectResult(res, 422, "undeclared_context_field");
+    expectResult(res, 422, "undeclared_field");
     expect(res.body.errors).toEqual(expect.arrayContaining([expect.objectContaining({ field: "context.discount" })]));
+    // A top-level field counts as much as a context key (the contract binds neither), and so does an inherited name.
+    const topLevel = await submitIntent(svc, transport, signBody(agent, order({ po_number: "4711" }, { amount: 5_000_000, counterparty: "Mallory" })));
+    expectResult(topLevel, 422, "undeclared_field");
+    expect(topLevel.body.errors.map((e: { field: string }) => e.field)).toEqual(["amount", "counterparty"]);
+    expectResult(await submitIntent(svc, transport, signBody(agent, order({ po_number: "4711", constructor: "smuggled" }))), 422, "undeclared_field");
     expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(before);
     expect(await chain.next()).toEqual([]);
     // Declared keys only: evaluated (no runtime policy covers the action, so it goes to review).
@@ -494,16 +500,19 @@ describe("a decision commits only on the policy, graph and contract still curren
         expect((await getDecision(res.body.decision_id, fixture)).graph_version).toBe(2);
       }
 
-      // A contract for the action declares nothing, approved through the other replica: context is now refused here.
+      // A contract for the action names amount, currency and counterparty but no context key, approved through the other replica: context is now refused here.
       const withContext = () => signBody(agent, paymentDoc(agent.agentId, 50, { context: { invoice: "INV-1" } }));
       expectDecisionShape(await submitIntent(svc, "v1", withContext()), "ALLOW", "within_delegated_authority");
       const integration = await replica.v1("POST", "/v1/integrations", { bearer: fixture.apiKey, body: { name: "Payments", actions: ["vendor_payment"] } });
       expect(integration.status, JSON.stringify(integration.body)).toBe(200);
       const id = integration.body.integration_id;
-      const contract = await replica.v1("POST", `/v1/integrations/${id}/contract-versions`, { bearer: fixture.apiKey, body: { resource_path: "counterparty", context_bindings: {} } });
+      const contract = await replica.v1("POST", `/v1/integrations/${id}/contract-versions`, {
+        bearer: fixture.apiKey,
+        body: { resource_path: "counterparty", context_bindings: { amount: "amount", currency: "currency" } },
+      });
       expect(contract.status, JSON.stringify(contract.body)).toBe(200);
       expect((await replica.v1("POST", `/v1/integrations/${id}/contract-versions/${contract.body.version}/approve`, { bearer: approver.apiKey, body: {} })).status).toBe(200);
-      for (const transport of TRANSPORTS) expectResult(await submitIntent(svc, transport, withContext()), 422, "undeclared_context_field");
+      for (const transport of TRANSPORTS) expectResult(await submitIntent(svc, transport, withContext()), 422, "undeclared_field");
       expectDecisionShape(await submitIntent(svc, "grpc", signBody(agent, paymentDoc(agent.agentId, 50))), "ALLOW", "within_delegated_authority");
     } finally {
       await replica.close();
