@@ -1,7 +1,7 @@
 import { createPublicKey, generateKeyPairSync } from "node:crypto";
 import { calculateJwkThumbprint, CompactSign, compactVerify, createLocalJWKSet, jwtVerify, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
-import { EvidenceKeyring, generateEvidenceKey, importEd25519PublicJwk, verifyEd25519 } from "../../../src/evidence/keys.js";
+import { EvidenceKeyring, generateEvidenceKey, importEd25519PublicJwk, jwkThumbprint, verifyEd25519 } from "../../../src/evidence/keys.js";
 import { createKeyRow } from "./chain-fixture.js";
 
 const DATA = new TextEncoder().encode("3f0c…digest bytes");
@@ -138,5 +138,20 @@ describe("importEd25519PublicJwk / verifyEd25519", () => {
 
   it("refuses an x of the wrong length", () => {
     expect(() => importEd25519PublicJwk({ kty: "OKP", crv: "Ed25519", x: "AAAA" })).toThrow(/32 bytes/);
+  });
+});
+
+describe("jwkThumbprint", () => {
+  it("is the kid of a service key, computed from the key members whatever the kid says", async () => {
+    const key = await generateEvidenceKey();
+    expect(await jwkThumbprint(key.publicJwk)).toBe(key.kid);
+    expect(await jwkThumbprint({ ...key.publicJwk, kid: "claims-to-be-another" })).toBe(key.kid);
+    const other = await generateEvidenceKey();
+    expect(await jwkThumbprint({ ...other.publicJwk, kid: key.kid })).toBe(other.kid);
+  });
+
+  it("is null for a JWK without the members its type requires", async () => {
+    expect(await jwkThumbprint({ kty: "OKP", crv: "Ed25519", kid: "no-x" })).toBeNull();
+    expect(await jwkThumbprint({ kid: "no-kty" })).toBeNull();
   });
 });
