@@ -1,4 +1,5 @@
-import { validationFailed, type FieldError } from "./errors.js";
+import { MandateError, validationFailed, type FieldError } from "./errors.js";
+import { findJsonAmbiguities } from "./json-scan.js";
 
 /**
  * Characters Postgres text and jsonb cannot hold: U+0000 (refused by the
@@ -58,12 +59,18 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** Parses a JSON body; the bytes must be valid UTF-8 (a replacement character would silently change the value). */
 export function parseJson(bytes: Uint8Array): unknown {
-  let text: string;
+  return parseJsonText(decodeUtf8(bytes));
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
   try {
-    text = utf8.decode(bytes);
+    return utf8.decode(bytes);
   } catch {
     throw validationFailed([{ field: "(body)", code: "invalid_encoding", message: "the body is not valid UTF-8" }]);
   }
+}
+
+function parseJsonText(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
@@ -72,13 +79,33 @@ export function parseJson(bytes: Uint8Array): unknown {
 }
 
 /**
- * Parses signed bytes as a JSON object whose every string can be stored: the
- * document kept as evidence is exactly the one that was signed.
+ * Parses signed bytes (an Intent, a heartbeat, an execution receipt or adapter report) as a
+ * JSON object that means one thing and whose every string can be stored: the document
+ * evaluated and kept as evidence is exactly the one that was signed. A member name twice in one
+ * object is 422 `duplicate_key`, a number no double holds exactly 422 `imprecise_number`, each
+ * with a field error per occurrence (docs/architecture.md, The Intent path, step 5). Unsigned
+ * request bodies (`parseJson`) become protobuf messages and are not checked this way.
  */
 export function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
-  const doc = parseJson(bytes);
+  const text = decodeUtf8(bytes);
+  const doc = parseJsonText(text);
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) {
     throw validationFailed([{ field: "(body)", code: "invalid_type", message: "expected a JSON object" }]);
+  }
+  const { duplicateKeys, impreciseNumbers } = findJsonAmbiguities(text);
+  if (duplicateKeys.length) {
+    throw new MandateError(
+      "duplicate_key",
+      "The signed document names a member twice in one object, so it does not mean one thing.",
+      duplicateKeys.map((field) => ({ field, code: "duplicate_key", message: "this member name occurs more than once in its object" })),
+    );
+  }
+  if (impreciseNumbers.length) {
+    throw new MandateError(
+      "imprecise_number",
+      "The signed document holds a number a double cannot hold exactly.",
+      impreciseNumbers.map((field) => ({ field, code: "imprecise_number", message: "a double cannot hold this number exactly; it would be evaluated and recorded as another value" })),
+    );
   }
   requireStorableText(doc);
   return doc as Record<string, unknown>;
