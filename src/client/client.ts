@@ -5,6 +5,7 @@ import type {
   Agent,
   AgentIdentity,
   ApiKey,
+  Capability,
   CapabilityToken,
   Decision,
   GovernanceDocument,
@@ -273,6 +274,11 @@ export class MandateClient {
   verifyCapability(options: VerifyCapabilityOptions): Promise<VerifiedCapability> {
     const { environment, ...rest } = options;
     return this.request("POST", "/v1/capability-tokens/verify", { body: environment === undefined ? rest : { ...rest, environment } });
+  }
+
+  /** A Capability's state, bound fields and `ttl_seconds`; never its token. */
+  getCapability(capabilityId: string): Promise<Capability> {
+    return this.request("GET", `/v1/capabilities/${seg(capabilityId)}`);
   }
 
   // --- governance (what the platform UI does) -------------------------------

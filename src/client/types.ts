@@ -122,6 +122,28 @@ export interface CapabilityToken {
   expires_at: string;
 }
 
+/** A Capability as stored (GET /v1/capabilities/{id}); never its token. */
+export interface Capability {
+  capability_id: string;
+  decision_id: string;
+  agent_id: string;
+  state: "issued" | "consumed" | "expired";
+  audience: string;
+  issued_by: string;
+  action: string;
+  /** "" when the Intent had no resource. */
+  resource: string;
+  constraints: Record<string, string>;
+  issued_at: string;
+  expires_at: string;
+  /** Absent until consumed. */
+  consumed_at?: string;
+  /** The lifetime it was issued with, in seconds: expires_at - issued_at. */
+  ttl_seconds: number;
+  /** "" when no integration is bound. */
+  integration_id: string;
+}
+
 export interface IssueCapabilityOptions {
   /** The enforcement point that will verify and consume it. */
   audience: string;

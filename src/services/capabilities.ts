@@ -21,6 +21,8 @@ const capabilityMessage = (c: CapabilityRow) => ({
   expiresAt: ts(c.expires_at),
   consumedAt: ts(c.consumed_at),
   integrationId: c.integration_id ?? "",
+  // expires_at is issued_at + ttl_seconds, both from one Date, so the difference is exact.
+  ttlSeconds: Math.round((c.expires_at.getTime() - c.issued_at.getTime()) / 1000),
 });
 
 /** CapabilityService. */

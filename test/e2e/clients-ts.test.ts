@@ -126,6 +126,22 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
     expect(replay).toMatchObject({ status: 409, detail: "capability_consumed" });
     expect((replay as ConflictError).requestId).toMatch(/\S/);
 
+    // The Capability as stored: consumed, with the lifetime it was issued with; never its token.
+    const stored = await org.getCapability(capability.capability_id);
+    expect(stored).toMatchObject({
+      capability_id: capability.capability_id,
+      decision_id: decision.decision_id,
+      agent_id: first.agent_id,
+      state: "consumed",
+      audience: "erp-gateway",
+      issued_by: "payables-bot",
+      constraints,
+      expires_at: capability.expires_at,
+      ttl_seconds: 120,
+    });
+    expect(Date.parse(stored.expires_at) - Date.parse(stored.issued_at)).toBe(120_000);
+    expect(JSON.stringify(stored)).not.toContain(capability.token);
+
     // The same nonce and bytes answer the same decision (what makes a retried Intent safe).
     const nonce = crypto.randomUUID();
     const requestedAt = new Date().toISOString();

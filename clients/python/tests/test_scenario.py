@@ -88,6 +88,13 @@ def test_sandbox_register_twice_activate_allow_capability_verify_replay(base_url
         assert (replay.value.status, replay.value.detail) == (409, "capability_consumed")
         assert replay.value.request_id
 
+        # The Capability as stored: consumed, with the lifetime it was issued with; never its token.
+        stored = client.get_capability(cap.capability_id)
+        assert (stored.capability_id, stored.decision_id, stored.agent_id, stored.state) == (cap.capability_id, decision.decision_id, first.agent_id, "consumed")
+        assert (stored.audience, stored.issued_by, stored.constraints, stored.expires_at, stored.ttl_seconds) == ("erp-gateway", "payables-bot", constraints, cap.expires_at, 120)
+        assert WIRE_TIMESTAMP.match(stored.issued_at) and WIRE_TIMESTAMP.match(stored.consumed_at or "")
+        assert cap.token not in str(stored.raw)
+
         # Same nonce, same bytes: the same decision (what makes a retried Intent safe).
         nonce, at = str(uuid.uuid4()), time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         once = client.submit_intent(me, "reference_noop", nonce=nonce, requested_at=at)

@@ -36,6 +36,7 @@ from .models import (
     Agent,
     AgentIdentity,
     ApiKey,
+    Capability,
     CapabilityToken,
     Decision,
     GovernanceDocument,
@@ -335,6 +336,10 @@ class MandateClient:
         if environment is not None:
             body["environment"] = environment
         return VerifiedCapability.from_wire(self.request("POST", "/v1/capability-tokens/verify", json_body=body))
+
+    def get_capability(self, capability_id: str) -> Capability:
+        """A Capability's state, bound fields and ``ttl_seconds``; never its token."""
+        return Capability.from_wire(self.request("GET", f"/v1/capabilities/{_seg(capability_id)}"))
 
     def _issue(self, path: str, audience: str, issued_by: str, ttl_seconds: Optional[int]) -> CapabilityToken:
         body: Dict[str, Any] = {"audience": audience, "issued_by": issued_by}

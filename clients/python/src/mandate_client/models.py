@@ -23,6 +23,7 @@ __all__ = [
     "Heartbeat",
     "Resolution",
     "Decision",
+    "Capability",
     "CapabilityToken",
     "VerifiedCapability",
     "ApiKey",
@@ -201,6 +202,53 @@ class CapabilityToken:
     @classmethod
     def from_wire(cls, raw: Json) -> "CapabilityToken":
         return cls(_s(raw, "token"), _s(raw, "capability_id"), _s(raw, "expires_at"), raw)
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A Capability as stored (``GET /v1/capabilities/{id}``); never its token."""
+
+    capability_id: str
+    decision_id: str
+    agent_id: str
+    #: ``issued``, ``consumed`` or ``expired``.
+    state: str
+    audience: str
+    issued_by: str
+    action: str
+    resource: str
+    constraints: Dict[str, str]
+    issued_at: str
+    expires_at: str
+    #: None until consumed.
+    consumed_at: Optional[str]
+    #: The lifetime it was issued with, in seconds: ``expires_at - issued_at``.
+    ttl_seconds: int
+    #: "" when no integration is bound.
+    integration_id: str
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "Capability":
+        constraints = raw.get("constraints")
+        ttl = raw.get("ttl_seconds")
+        return cls(
+            _s(raw, "capability_id"),
+            _s(raw, "decision_id"),
+            _s(raw, "agent_id"),
+            _s(raw, "state"),
+            _s(raw, "audience"),
+            _s(raw, "issued_by"),
+            _s(raw, "action"),
+            _s(raw, "resource"),
+            dict(constraints) if isinstance(constraints, dict) else {},
+            _s(raw, "issued_at"),
+            _s(raw, "expires_at"),
+            _opt(raw, "consumed_at"),
+            ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else 0,
+            _s(raw, "integration_id"),
+            raw,
+        )
 
 
 @dataclass(frozen=True)
