@@ -10,6 +10,7 @@ export type ErrorCode =
   | "agent_not_active"
   | "agent_revoked"
   | "agent_retired"
+  | "organization_suspended"
   | "capability_dependency_inactive"
   | "not_found"
   | "method_not_allowed"
@@ -64,6 +65,11 @@ export class MandateError extends Error {
 /** 422 `validation_failed` carrying field errors. */
 export function validationFailed(errors: readonly FieldError[], message = "The request is invalid."): MandateError {
   return new MandateError("validation_failed", message, errors);
+}
+
+/** 403 for every credential of an organization the platform operator has suspended (its keys, its agents' certificates). */
+export function organizationSuspended(): MandateError {
+  return new MandateError("organization_suspended", "The organization is suspended.");
 }
 
 /** 404 that never says whether the thing exists in another organization. */

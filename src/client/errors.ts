@@ -49,7 +49,7 @@ export class MandateError extends Error {
 export class ApiError extends MandateError {}
 /** 401: missing or unknown credentials, or a signature that does not verify. Never retried. */
 export class AuthenticationError extends ApiError {}
-/** 403: the credential lacks a permission, or the agent is not active. */
+/** 403: the credential lacks a permission, the agent is not active, or the organization is suspended (`organization_suspended`). */
 export class PermissionDeniedError extends ApiError {}
 /** 404: no such resource in the caller's organization. */
 export class NotFoundError extends ApiError {}

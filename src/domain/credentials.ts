@@ -1,8 +1,8 @@
 import { timingSafeEqual } from "node:crypto";
-import type { ApiKeyRow, OrganizationStore } from "../storage/organizations.js";
+import type { LiveApiKey, OrganizationStore } from "../storage/organizations.js";
 import { BatchedReads } from "./batched-reads.js";
 import { PERMISSIONS, type OrgCaller } from "../base/caller.js";
-import { MandateError } from "../base/errors.js";
+import { MandateError, organizationSuspended } from "../base/errors.js";
 import { hashSecret } from "./organizations.js";
 
 const ALL = new Set(PERMISSIONS);
@@ -10,7 +10,7 @@ const ALL = new Set(PERMISSIONS);
 /** Turns bearer secrets and the operator key into callers. */
 export class Credentials {
   /** Concurrent requests' key lookups share one query; nothing is cached, so a revoked key fails at once. */
-  private readonly liveKeys: BatchedReads<Buffer, ApiKeyRow | null>;
+  private readonly liveKeys: BatchedReads<Buffer, LiveApiKey | null>;
 
   constructor(
     private readonly organizations: OrganizationStore,
@@ -19,10 +19,15 @@ export class Credentials {
     this.liveKeys = new BatchedReads((hashes) => organizations.liveKeys(hashes));
   }
 
-  /** A live API key's caller; 401 `unknown_key` for unknown or revoked keys. */
+  /**
+   * A live API key's caller; 401 `unknown_key` for unknown or revoked keys, 403
+   * `organization_suspended` while the platform operator has its organization suspended (the
+   * operator key still acts for it: operatorFor).
+   */
   async bearer(secret: string, clientAddress: string): Promise<OrgCaller> {
     const row = await this.liveKeys.get(hashSecret(secret));
     if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
+    if (row.organization_state !== "active") throw organizationSuspended();
     return {
       kind: "key",
       organizationId: row.organization_id,

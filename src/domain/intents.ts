@@ -3,7 +3,7 @@ import type { Limits } from "./limits.js";
 import type { DecisionRow, DecisionStore, IntentContext, IntentLookup, NewDecision } from "../storage/decisions.js";
 import type { DecisionRecording, Ledger } from "../storage/ledger.js";
 import { BatchedReads } from "./batched-reads.js";
-import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
+import { MandateError, organizationSuspended, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "../base/text.js";
 import type { Evaluation, Policies } from "./policies.js";
@@ -231,6 +231,8 @@ export class Intents {
     if (skew > this.limits.requestedAtSkewSeconds * 1000) {
       throw new MandateError("request_expired", `requested_at must be within ${this.limits.requestedAtSkewSeconds} s of server time.`);
     }
+    // docs/architecture.md, The Intent path, step 5: nothing is recorded, nor a replay answered, for a suspended organization.
+    if (context.organization_state !== "active") throw organizationSuspended();
     const bodySha = hash("sha256", bytes, "buffer");
     if (context.prior) return this.replay(context.prior, bodySha);
     if (remember && context.cert_state === "active" && context.agent_state === "active") {
@@ -309,6 +311,8 @@ export class Intents {
       throw new Error(`the ledger refused a signer in states ${result.certState}/${result.agentState}`);
     }
     if (result.refused === "stale_context") throw new StaleContext();
+    // Suspended after the context was read: the ledger checked it where the decision would have committed.
+    if (result.refused === "organization_suspended") throw organizationSuspended();
     // The same nonce raced in concurrently: answer exactly as for a replay.
     const prior = await this.decisions.byNonce(cert.agent_id, intent.nonce);
     if (!prior) throw new Error("the ledger refused a nonce no decision holds");

@@ -1,6 +1,6 @@
 import { createPublicKey, verify, type KeyObject } from "node:crypto";
 import type { AgentStore, CertificateRow } from "../storage/agents.js";
-import { MandateError, validationFailed } from "../base/errors.js";
+import { MandateError, organizationSuspended, validationFailed } from "../base/errors.js";
 
 const PUBLIC_KEY = /^ed25519:base64:([A-Za-z0-9+/]{43}=)$/;
 
@@ -90,12 +90,14 @@ export class AgentSignatures {
    * unknown or rotated-away certificate, 401 `signature_invalid` for a bad signature, then 403
    * when the signer may not act now. A revoked, retired or rotated-out certificate
    * authenticates nothing, reads included (docs/architecture.md, Authentication); a suspended
-   * agent's is accepted only with `allowSuspended`.
+   * agent's is accepted only with `allowSuspended`. Then, as in the Intent path (step 5), 403
+   * `organization_suspended` while its organization is suspended.
    */
   async verifyLive(keyId: string, signature: string, bytes: Uint8Array, allowSuspended: boolean): Promise<CertificateRow> {
     const cert = await this.verify(keyId, signature, bytes);
     requireSigningState(cert, allowSuspended);
     if (cert.state !== "active") throw new MandateError("agent_revoked", "The certificate is revoked.");
+    if (cert.organization_state !== "active") throw organizationSuspended();
     return cert;
   }
 

@@ -32,6 +32,8 @@ export interface CertificateRow {
   public_key: string;
   state: "active" | "replaced" | "revoked";
   agent_state: AgentState;
+  /** The organization's state at read time: a suspended organization's certificates authenticate nothing. */
+  organization_state: "active" | "suspended";
   acting_for_principal_id: string;
   /** The acting principal, as policy evaluation needs it. */
   principal_external_ref: string | null;

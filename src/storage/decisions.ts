@@ -45,12 +45,13 @@ export type NewDecision = Omit<DecisionRow, "resolution" | "approvals" | "reconc
 
 /**
  * What the Intent path reads in its one round trip before evaluating: the signer's live
- * state, the organization's policy head, any prior decision for the nonce, and the
- * integration contract covering the action.
+ * state and its organization's, the organization's policy head, any prior decision for the
+ * nonce, and the integration contract covering the action.
  */
 export interface IntentContext {
   cert_state: "active" | "replaced" | "revoked";
   agent_state: "registered" | "active" | "suspended" | "revoked" | "retired";
+  organization_state: "active" | "suspended";
   bundle_digest: string | null;
   policy_versions: Record<string, number> | null;
   graph_version: number | null;

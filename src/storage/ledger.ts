@@ -26,6 +26,8 @@ export type DecisionRecording =
   | { recorded: "decision" | "ifSuspended"; evidenceId: string }
   /** The certificate or its agent is no longer in a state that may sign: their states now. */
   | { refused: "signer_inactive"; certState: string; agentState: string }
+  /** The decision's organization is no longer active (the platform operator suspended it). */
+  | { refused: "organization_suspended" }
   /** The policy head or the action's integration contract is no longer the one evaluated against. */
   | { refused: "stale_context" }
   /** The agent already has a decision for this nonce (a concurrent twin won). */
@@ -43,9 +45,10 @@ export type ConsumeRecording = { consumed: CapabilityRow } | { refused: ConsumeR
  *
  * - **All or nothing.** The item's rows and its evidence record commit together or not at all;
  *   an item refused (a result with `refused`) wrote nothing.
- * - **Preconditions are checked where it commits**, not before: the signer and the evaluated
- *   policy head and contract (decisions), the decision having no capability yet (issues), the
- *   capability being unexpired, unconsumed and every dependency active (consumes).
+ * - **Preconditions are checked where it commits**, not before: the signer, its organization
+ *   being active and the evaluated policy head and contract (decisions), the decision having
+ *   no capability yet (issues), the capability being unexpired, unconsumed and every
+ *   dependency active (consumes).
  * - **Chain order per organization.** Each organization's records get consecutive positions,
  *   each linked to the one before, whatever replicas write concurrently.
  * - **Durable before it resolves.** A promise resolves only after the commit.

@@ -23,6 +23,11 @@ export interface ApiKeyRow {
   revoked_at: Date | null;
 }
 
+/** An unrevoked API key as authentication reads it: with its organization's state now. */
+export interface LiveApiKey extends ApiKeyRow {
+  organization_state: OrganizationRow["state"];
+}
+
 /** An API key to create, by the SHA-256 of its secret. */
 export interface NewApiKey {
   key_id: string;
@@ -91,8 +96,11 @@ export interface OrganizationStore {
   /** Creates an API key; returns it. Throws CollisionError when its id or secret hash is taken. */
   createKey(key: NewApiKey): Promise<ApiKeyRow>;
 
-  /** The unrevoked key of each secret hash, one entry per hash in order; null for an unknown or revoked one. */
-  liveKeys(secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]>;
+  /**
+   * The unrevoked key of each secret hash with its organization's state, one entry per hash in
+   * order; null for an unknown or revoked one.
+   */
+  liveKeys(secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]>;
 
   /** The organization's keys, revoked ones included, oldest first. */
   listKeys(organizationId: string): Promise<ApiKeyRow[]>;

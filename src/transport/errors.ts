@@ -13,6 +13,7 @@ const STATUS: Record<ErrorCode, [number, Code]> = {
   agent_not_active: [403, Code.PermissionDenied],
   agent_revoked: [403, Code.PermissionDenied],
   agent_retired: [403, Code.PermissionDenied],
+  organization_suspended: [403, Code.PermissionDenied],
   capability_dependency_inactive: [403, Code.PermissionDenied],
   not_found: [404, Code.NotFound],
   method_not_allowed: [405, Code.Unimplemented],

@@ -172,7 +172,7 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
       expectResult(await verify(svc, transport, org.apiKey, { ...c.presentation, audience: "x" }), 409, "capability_audience_mismatch");
     });
 
-    it("suspending the organization (operator) → 403 for its tokens; reactivating it → the same token consumes", async () => {
+    it("suspending the organization (operator) → 403 for its tokens (its keys are refused; the operator's verify fails closed); reactivating it → the same token consumes", async () => {
       const o = await newOrgFixture(svc);
       const c = await allowedCapability(svc, await newAgent(svc, o));
       const operator = { "x-service-operator-key": svc.operatorKey! };
@@ -181,8 +181,12 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
       const suspended = await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { headers: operator, body: {} });
       expect(suspended).toMatchObject({ status: 200, body: { organization_id: o.organizationId, state: "suspended" } });
       expect((await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { headers: operator, body: {} })).body.detail).toBe("invalid_transition");
-      expectResult(await verify(svc, transport, o.apiKey, c.presentation), 403, "capability_dependency_inactive");
-      expect(await capabilityState(svc, o.apiKey, c.capabilityId)).toBe("issued");
+      expectResult(await verify(svc, transport, o.apiKey, c.presentation), 403, "organization_suspended");
+      // The operator key still acts for it, and the consume still fails closed; the token stays unconsumed.
+      const asOperator = { operator: svc.operatorKey!, organizationId: o.organizationId };
+      expectResult(await call(svc, transport, CapabilityService.method.verifyCapability, { ...c.presentation }, asOperator), 403, "capability_dependency_inactive");
+      const state = await svc.v1("GET", `/v1/capabilities/${c.capabilityId}`, { headers: { ...operator, "x-service-organization-id": o.organizationId } });
+      expect(state).toMatchObject({ status: 200, body: { state: "issued" } });
       const reactivated = await svc.v1("POST", `/v1/organizations/${o.organizationId}/reactivate`, { headers: operator, body: {} });
       expect(reactivated).toMatchObject({ status: 200, body: { state: "active" } });
       expectConsumed(await verify(svc, transport, o.apiKey, c.presentation), c);

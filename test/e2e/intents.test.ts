@@ -1,14 +1,17 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DecisionService } from "../../src/gen/mandate/v1/decisions_pb.js";
 import { EvidenceService } from "../../src/gen/mandate/v1/evidence_pb.js";
 import { IntentService } from "../../src/gen/mandate/v1/intents_pb.js";
 import { WIRE_TIMESTAMP } from "../support/api.js";
 import {
+  agentGetDecision,
   call,
   decisionCount,
   evidenceCursor,
   expectResult,
   exportEvidence,
+  heartbeat,
   independentRecordCheck,
   intentDoc,
   newAgent,
@@ -403,6 +406,89 @@ describe("a revocation racing Intents", () => {
       }
     }
     expect(late, "decisions recorded (and answered 200) after the agent's revocation").toEqual([]);
+  });
+});
+
+/** The platform operator suspends or reactivates an organization. */
+async function setOrganizationState(o: OrgFixture, op: "suspend" | "reactivate"): Promise<void> {
+  const res = await svc.v1("POST", `/v1/organizations/${o.organizationId}/${op}`, { headers: { "x-service-operator-key": svc.operatorKey! }, body: {} });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+}
+
+describe.each(TRANSPORTS)("a suspended organization over %s", (transport: Transport) => {
+  // docs/architecture.md, The Intent path (step 5) and Authentication: while the operator has an
+  // organization suspended, its agents' certificates and its bearer keys are refused (403
+  // organization_suspended) and nothing is recorded; the operator key still reads it.
+  it("refuses its agents' Intents, signed reads and heartbeats and its keys, recording nothing; reactivated, they work again", async () => {
+    const o = await newOrgFixture(svc);
+    const [agent, suspended, revoked] = await Promise.all([newAgent(svc, o), newAgent(svc, o, "suspended"), newAgent(svc, o, "revoked")]);
+    const first = signBody(agent, intentDoc(agent.agentId));
+    const decided = await submitIntent(svc, transport, first);
+    expectDecisionShape(decided, "ALLOW", "starter_reference_action");
+    const decisionId = decided.body.decision_id;
+    await setOrganizationState(o, "suspend");
+
+    // The same action at once (a context read under 1 s ago may be reused), another action, the
+    // first Intent's bytes again, and a suspended agent's Intent, which would be recorded for review.
+    for (const signed of [
+      signBody(agent, intentDoc(agent.agentId)),
+      signBody(agent, intentDoc(agent.agentId, { action: "launch_rockets" })),
+      first,
+      signBody(suspended, intentDoc(suspended.agentId)),
+    ]) {
+      expectResult(await submitIntent(svc, transport, signed), 403, "organization_suspended");
+    }
+    // Steps 3 and 4 come first: a bad signature is 401, a revoked agent 403 agent_revoked.
+    expectResult(await submitIntent(svc, transport, { ...signBody(agent, intentDoc(agent.agentId)), signature: revoked.key.sign("other bytes") }), 401, "signature_invalid");
+    expectResult(await submitIntent(svc, transport, signBody(revoked, intentDoc(revoked.agentId))), 403, "agent_revoked");
+    expectResult(await agentGetDecision(svc, transport, agent, decisionId), 403, "organization_suspended");
+    expectResult(await heartbeat(svc, transport, agent), 403, "organization_suspended");
+    expectResult(await call(svc, transport, DecisionService.method.getDecision, { decision_id: decisionId }, { bearer: o.apiKey }), 403, "organization_suspended");
+    const byOperator = await call(svc, transport, DecisionService.method.getDecision, { decision_id: decisionId }, { operator: svc.operatorKey!, organizationId: o.organizationId });
+    expectResult(byOperator, 200);
+    expect(byOperator.body).toMatchObject({ decision_id: decisionId, outcome: "ALLOW" });
+
+    await setOrganizationState(o, "reactivate");
+    const chain = (await exportEvidence(svc, o.apiKey)).records;
+    const from = chain.findIndex((r) => r.kind === "organization.suspended");
+    expect(chain.slice(from).map((r) => r.kind), "records while suspended").toEqual(["organization.suspended", "organization.reactivated"]);
+    expect(await decisionCount(svc, o.apiKey, agent.agentId)).toBe(1);
+    expect(await decisionCount(svc, o.apiKey, suspended.agentId)).toBe(0);
+
+    expectDecisionShape(await submitIntent(svc, transport, signBody(agent, intentDoc(agent.agentId))), "ALLOW", "starter_reference_action");
+    expectDecisionShape(await submitIntent(svc, transport, signBody(suspended, intentDoc(suspended.agentId))), "HUMAN_REVIEW", "agent_suspended");
+    expectResult(await agentGetDecision(svc, transport, agent, decisionId), 200);
+    expectResult(await heartbeat(svc, transport, agent), 200);
+  });
+});
+
+describe("a suspension racing Intents", () => {
+  // docs/architecture.md, The ledger: the organization being active is checked where the decision
+  // commits, so a suspension committed first lets no decision through, whatever the context read.
+  it("records no decision after the organization.suspended record (5 rounds of 30 Intents around one suspension)", async () => {
+    const late: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const o = await newOrgFixture(svc);
+      const agent = await newAgent(svc, o);
+      const signed = Array.from({ length: 30 }, () => signBody(agent, intentDoc(agent.agentId)));
+      const { results, firstAfter } = await aroundAct(signed.map((s, i) => () => submitIntent(svc, TRANSPORTS[i % 2]!, s)), () => setOrganizationState(o, "suspend"), {
+        before: 12,
+        during: 12,
+      });
+      // Sent before or with the suspension: decided before it, or refused. Sent after it was answered: refused.
+      results.forEach((r, i) => {
+        if (i >= firstAfter || r.status !== 200) expectResult(r, 403, "organization_suspended");
+      });
+      await setOrganizationState(o, "reactivate");
+      const chain = (await exportEvidence(svc, o.apiKey)).records;
+      const suspendedSeq = chain.find((r) => r.kind === "organization.suspended").seq;
+      for (const r of chain) {
+        if (r.kind === "decision" && r.seq > suspendedSeq) late.push(`round ${round}: ${r.payload.outcome} ${r.subject_id} at seq ${r.seq} after organization.suspended at seq ${suspendedSeq}`);
+      }
+      const decided = new Set(chain.filter((r) => r.kind === "decision").map((r) => r.subject_id));
+      for (const r of results) if (r.status === 200) expect(decided.has(r.body.decision_id), `decision ${r.body.decision_id} has evidence`).toBe(true);
+    }
+    expect(late, "decisions recorded (and answered 200) after the organization's suspension").toEqual([]);
   });
 });
 

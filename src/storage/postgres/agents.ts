@@ -62,10 +62,11 @@ const agentSql = {
     // One round trip gives the signed-request path everything it needs before evaluation.
     const { rows } = await q.query<CertificateRow>({
       name: "certificate_with_signer",
-      text: `SELECT c.certificate_id, c.agent_id, c.organization_id, c.public_key, c.state, a.state AS agent_state, a.acting_for_principal_id,
-              p.external_ref AS principal_external_ref, p.kind AS principal_kind,
+      text: `SELECT c.certificate_id, c.agent_id, c.organization_id, c.public_key, c.state, a.state AS agent_state, o.state AS organization_state,
+              a.acting_for_principal_id, p.external_ref AS principal_external_ref, p.kind AS principal_kind,
               h.bundle_digest, h.policy_versions, h.graph_version
          FROM certificates c JOIN agents a USING (agent_id) JOIN principals p ON p.principal_id = a.acting_for_principal_id
+         JOIN organizations o ON o.organization_id = c.organization_id
          LEFT JOIN policy_heads h ON h.organization_id = c.organization_id
         WHERE c.certificate_id = $1`,
       values: [certificateId],

@@ -56,6 +56,20 @@ export const decisionSql = {
     return new Map(rows.map((r) => [r.certificate_id, r]));
   },
 
+  /**
+   * The organization's state, share-locked until commit (the ledger's locking path): a
+   * suspension, which takes FOR NO KEY UPDATE, either commits first (and this reads it) or
+   * waits for this transaction. Null when there is no such organization.
+   */
+  async lockOrganizationState(q: Queryable, organizationId: string): Promise<string | null> {
+    const { rows } = await q.query<{ state: string }>({
+      name: "decisions_lock_organization",
+      text: "SELECT state FROM organizations WHERE organization_id = $1 FOR SHARE",
+      values: [organizationId],
+    });
+    return rows[0]?.state ?? null;
+  },
+
   /** Inserts many decisions in one statement (the ledger's locking path); `records` are their evidence, at the same index. */
   async insertMany(q: Queryable, ds: readonly DecisionToWrite[], records: readonly EvidenceRecord[]): Promise<void> {
     await q.query({ name: "decisions_insert_many", text: decisionsInsert(0), values: decisionsInsertValues(ds, records) });
@@ -145,12 +159,14 @@ export const decisionSql = {
   async intentContexts(q: Queryable, lookups: readonly IntentLookup[]): Promise<(IntentContext | null)[]> {
     const { rows } = await q.query<IntentContext & { i: number }>({
       name: "decisions_intent_contexts",
-      text: `SELECT r.i::int AS i, c.state AS cert_state, a.state AS agent_state, h.bundle_digest, h.policy_versions, h.graph_version,
+      text: `SELECT r.i::int AS i, c.state AS cert_state, a.state AS agent_state, o.state AS organization_state,
+              h.bundle_digest, h.policy_versions, h.graph_version,
               (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = c.agent_id AND d.nonce = r.nonce) AS prior,
               ia.integration_id, cv.version AS contract_version, cv.resource_path, cv.context_bindings
          FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(certificate_id, nonce, action, i)
          JOIN certificates c ON c.certificate_id = r.certificate_id
          JOIN agents a ON a.agent_id = c.agent_id
+         JOIN organizations o ON o.organization_id = c.organization_id
          LEFT JOIN policy_heads h ON h.organization_id = c.organization_id
          LEFT JOIN integration_actions ia ON ia.organization_id = c.organization_id AND ia.action = r.action
          LEFT JOIN contract_versions cv ON cv.integration_id = ia.integration_id AND cv.state = 'active'`,

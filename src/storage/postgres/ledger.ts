@@ -181,12 +181,16 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
   lockFirst: (items) => new Set(items.filter((i) => i.ifSuspended === null).map((i) => i.decision.organization_id)),
 
   /**
-   * For each organization whose chain head is still where its move expects it, whose signing
-   * certificates and their agents are all still active, and each of whose decisions names the
-   * policy head and integration contract still current for its action: its decisions and
-   * records are stored and its head moved on. The signers' agents are share-locked first, in
-   * the order lifecycle transitions lock them, then the heads in organization order: a
-   * transition in flight is waited for, and two such statements never deadlock.
+   * For each organization that is still active, whose chain head is still where its move
+   * expects it, whose signing certificates and their agents are all still active, and each of
+   * whose decisions names the policy head and integration contract still current for its
+   * action: its decisions and records are stored and its head moved on. The signers' agents
+   * are share-locked first, in the order lifecycle transitions lock them, then the heads in
+   * organization order: a transition in flight is waited for, and two such statements never
+   * deadlock. The organization's state needs no lock: a suspension appends its record to the
+   * same chain in its transaction, so one committed after this statement's snapshot was taken
+   * has moved the head, and the head check refuses the organization (the retry then reads it
+   * suspended).
    */
   async checked(q, items, records, moves) {
     const ds = items.map((i) => i.decision);
@@ -200,11 +204,13 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
                 ORDER BY a.agent_id
                   FOR SHARE OF a
              ),
-             -- Organizations with a signer no longer active, or a decision evaluated against a
-             -- policy head or integration contract that is no longer current.
+             -- Organizations no longer active, with a signer no longer active, or with a decision
+             -- evaluated against a policy head or integration contract that is no longer current.
              refused AS (
                SELECT s.organization_id FROM unnest($25::text[], $26::text[]) AS s(certificate_id, organization_id)
                 WHERE s.certificate_id NOT IN (SELECT certificate_id FROM live_signers)
+               UNION
+               SELECT o.organization_id FROM organizations o WHERE o.organization_id = ANY($26::text[]) AND o.state <> 'active'
                UNION
                SELECT d.organization_id
                  FROM unnest($9::text[], $14::text[], string_to_array($19::text, E'\\n')::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
@@ -232,19 +238,27 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
   },
 
   /**
-   * Locks the signers' agents (ascending agent_id, as lifecycle transitions do) and the
-   * policy head (share), then refuses what may no longer be recorded, records a now-suspended
-   * agent's decision as its `ifSuspended`, and writes the rest after their evidence.
+   * Locks the signers' agents (ascending agent_id, as lifecycle transitions do), the policy
+   * head and the organization (share: a suspension in flight is waited for, and one not yet
+   * begun waits for this), then refuses what may no longer be recorded, records a
+   * now-suspended agent's decision as its `ifSuspended`, and writes the rest after their
+   * evidence.
    */
   async locked(tx, items, append) {
     const signers = await decisionSql.lockSigners(tx, [...new Set(items.map((i) => i.certificateId))]);
-    const current = await decisionSql.currentContext(tx, items[0]!.decision.organization_id, [...new Set(items.map((i) => i.decision.action))]);
+    const organizationId = items[0]!.decision.organization_id;
+    const current = await decisionSql.currentContext(tx, organizationId, [...new Set(items.map((i) => i.decision.action))]);
+    const organizationActive = (await decisionSql.lockOrganizationState(tx, organizationId)) === "active";
     const results: (DecisionRecording | null)[] = [];
     const admitted: { at: number; recorded: "decision" | "ifSuspended"; decision: DecisionToWrite; payload: Record<string, unknown> }[] = [];
     items.forEach((item, at) => {
       const signer = signers.get(item.certificateId) ?? { cert_state: "replaced", agent_state: "revoked" };
       if (!signerMayRecord(signer)) {
         results.push({ refused: "signer_inactive", certState: signer.cert_state, agentState: signer.agent_state });
+        return;
+      }
+      if (!organizationActive) {
+        results.push({ refused: "organization_suspended" });
         return;
       }
       results.push(null);

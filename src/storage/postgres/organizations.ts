@@ -1,6 +1,7 @@
 import { NotFoundError } from "../errors.js";
 import type {
   ApiKeyRow,
+  LiveApiKey,
   NewApiKey,
   NewOrganization,
   OrganizationRow,
@@ -53,11 +54,12 @@ export const organizationSql = {
     return rows[0]!;
   },
 
-  async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
-    const { rows } = await q.query<ApiKeyRow & { secret_sha256: Buffer }>({
+  async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]> {
+    const { rows } = await q.query<LiveApiKey & { secret_sha256: Buffer }>({
       name: "api_keys_find_live",
-      text: `SELECT ${KEY_COLUMNS}, secret_sha256
-               FROM api_keys WHERE secret_sha256 = ANY($1::bytea[]) AND revoked_at IS NULL`,
+      text: `SELECT k.key_id, k.organization_id, k.name, k.permissions, k.created_at, k.revoked_at, k.secret_sha256, o.state AS organization_state
+               FROM api_keys k JOIN organizations o ON o.organization_id = k.organization_id
+              WHERE k.secret_sha256 = ANY($1::bytea[]) AND k.revoked_at IS NULL`,
       values: [secretSha256s],
     });
     const byHash = new Map(rows.map(({ secret_sha256, ...row }) => [secret_sha256.toString("hex"), row]));
@@ -159,7 +161,7 @@ export class PostgresOrganizationStore implements OrganizationStore {
     return organizationSql.insertKey(this.db.pool, key);
   }
 
-  liveKeys(secretSha256s: readonly Buffer[]): Promise<(ApiKeyRow | null)[]> {
+  liveKeys(secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]> {
     return organizationSql.findLiveKeys(this.db.pool, secretSha256s);
   }
 

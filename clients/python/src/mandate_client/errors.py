@@ -65,7 +65,7 @@ class AuthenticationError(ApiError):
 
 
 class PermissionDeniedError(ApiError):
-    """403: the credential lacks a permission, or the agent is not active."""
+    """403: the credential lacks a permission, the agent is not active, or the organization is suspended (``organization_suspended``)."""
 
 
 class NotFoundError(ApiError):
