@@ -2,7 +2,7 @@ import http2 from "node:http2";
 import { fromBinary, toBinary, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { MandateError } from "../base/errors.js";
-import { headerReader, headersOf, readBody } from "./node-request.js";
+import { ClientClosedError, headerReader, headersOf, readBody } from "./node-request.js";
 import { describeError, toConnectError } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 import type { RegisteredService } from "./transcoder.js";
@@ -104,6 +104,10 @@ export function createGrpcUnary(services: readonly RegisteredService[], pipeline
       const output = await pipeline.invoke(call, message, caller, { protocolName: "grpc", requestMethod: "POST", url: path, headers: () => headersOf(headers), requestId });
       answer(stream, requestId, { "grpc-status": "0" }, frame(toBinary(call.method.output, output)));
     } catch (err) {
+      if (err instanceof ClientClosedError) {
+        code = "client_closed";
+        return;
+      }
       const described = describeError(err);
       code = described.code;
       if (described.status >= 500) pipeline.logger.error({ err, request_id: requestId }, "request failed");
@@ -111,9 +115,13 @@ export function createGrpcUnary(services: readonly RegisteredService[], pipeline
       setTrailerStatus(trailer, toConnectError(err, requestId));
       answer(stream, requestId, Object.fromEntries(trailer));
     } finally {
-      const ms = performance.now() - started;
-      pipeline.metrics.observe("grpc", `${call.service.name}.${call.method.name}`, code, ms);
-      pipeline.logger.info({ request_id: requestId, protocol: "grpc", rpc: `${call.service.name}.${call.method.name}`, detail: code, ms: Math.round(ms * 100) / 100 }, "request");
+      const rpc = `${call.service.name}.${call.method.name}`;
+      if (code === "client_closed") pipeline.requestClosed("grpc", rpc, requestId, started);
+      else {
+        const ms = performance.now() - started;
+        pipeline.metrics.observe("grpc", rpc, code, ms);
+        pipeline.logger.info({ request_id: requestId, protocol: "grpc", rpc, detail: code, ms: Math.round(ms * 100) / 100 }, "request");
+      }
     }
   }
 

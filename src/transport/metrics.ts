@@ -5,7 +5,7 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly requests = new Counter({
     name: "mandate_requests_total",
-    help: "Requests by transport, RPC and outcome code (ok or the error detail).",
+    help: "Requests by transport, RPC and outcome code (ok, the error detail, or client_closed for a client that went away mid-request).",
     labelNames: ["protocol", "rpc", "detail"] as const,
     registers: [this.registry],
   });

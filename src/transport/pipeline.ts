@@ -17,7 +17,7 @@ import { Metrics } from "./metrics.js";
 const NEVER_ABORTED = new AbortController().signal;
 
 /** Which of the three connect protocols a request speaks, for logs. */
-function protocolOf(contentType: string | null): string {
+export function protocolOf(contentType: string | null | undefined): string {
   if (contentType?.startsWith("application/grpc-web")) return "grpc-web";
   if (contentType?.startsWith("application/grpc")) return "grpc";
   return "connect";
@@ -127,6 +127,16 @@ export class RequestPipeline {
     const ctx = new InvocationContext(call, request, createContextValues().set(callerKey, caller).set(requestIdKey, request.requestId));
     const result = await call.impl[call.method.localName]!.call(call.impl, message, ctx);
     return create(call.method.output, result as Record<string, unknown>);
+  }
+
+  /**
+   * Logs (at info) and counts a request whose client went away before its body ended, under the
+   * outcome `client_closed`: no answer reached anyone, and it is no server error.
+   */
+  requestClosed(protocol: string, rpc: string, requestId: string, started: number): void {
+    const ms = performance.now() - started;
+    this.metrics.observe(protocol, rpc, "client_closed", ms);
+    this.logger.info({ request_id: requestId, protocol, rpc, detail: "client_closed", ms: Math.round(ms * 100) / 100 }, "request");
   }
 
   /** The connect interceptor: same authentication, errors converted to ConnectErrors with an ErrorDetail. */

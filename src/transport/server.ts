@@ -4,14 +4,15 @@ import net from "node:net";
 import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { MandateError } from "../base/errors.js";
-import { withErrorDetails } from "./connect-errors.js";
+import { reachedPipelineKey, withErrorDetails } from "./connect-errors.js";
 import { errorBody, retryHeaders } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
 import { createGrpcUnary } from "./grpc-unary.js";
 import { checkNodeInternals, forwardToCompat, renewStreamTables } from "./node-internals.js";
-import type { RequestPipeline } from "./pipeline.js";
+import { abortedByClient } from "./node-request.js";
+import { protocolOf, type RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
 
@@ -86,11 +87,21 @@ export async function listen(options: {
       fallback(req, res);
       return;
     }
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(clientAddressKey, req.socket.remoteAddress ?? ""));
+    const started = performance.now();
+    const values = createContextValues().set(clientAddressKey, req.socket.remoteAddress ?? "");
+    // connect reads a unary call's body before any interceptor, so a client that goes away before
+    // its body ends never reaches the pipeline, which logs and counts every call (and connect may
+    // never finish such a call): it is logged and counted here, once the response is closed.
+    res.once("close", () => {
+      if (!values.get(reachedPipelineKey) && abortedByClient(req)) {
+        pipeline.requestClosed(protocolOf(req.headers["content-type"]), `${rpc.service.name}.${rpc.method.name}`, pipeline.requestId(req.headers["x-request-id"]), started);
+      }
+    });
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
     rpc(uReq)
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((err) => {
-        if (ConnectError.from(err).code !== Code.Aborted) pipeline.logger.warn({ err, rpc: rpc.method.name }, "rpc response failed");
+        if (ConnectError.from(err).code !== Code.Aborted && !abortedByClient(req)) pipeline.logger.warn({ err, rpc: rpc.method.name }, "rpc response failed");
       });
   };
 

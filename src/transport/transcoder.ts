@@ -5,7 +5,7 @@ import { http } from "../gen/google/api/annotations_pb.js";
 import { MandateError, validationFailed } from "../base/errors.js";
 import { parseJson } from "../base/text.js";
 import { fieldFromText, messageFromWire, messageToWire } from "./json-wire.js";
-import { headerReader, headersOf, readBody } from "./node-request.js";
+import { ClientClosedError, headerReader, headersOf, readBody } from "./node-request.js";
 import { errorBody, retryHeaders } from "./errors.js";
 import type { RequestPipeline } from "./pipeline.js";
 
@@ -144,6 +144,7 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
     const requestId = pipeline.requestId(req.headers["x-request-id"]);
     const url = new URL(req.url ?? "/", "http://localhost");
     let status = 200;
+    let clientClosed = false;
     let route: HttpRoute | undefined;
     try {
       let match: RegExpExecArray | null = null;
@@ -168,21 +169,27 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headersOf(req.headers), requestId });
       send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
+      if (err instanceof ClientClosedError) {
+        // Nobody is left to answer (docs/architecture.md, Error model).
+        clientClosed = true;
+        return;
+      }
       const { status: errStatus, body } = errorBody(err, requestId);
       status = errStatus;
       if (status >= 500) pipeline.logger.error({ err, request_id: requestId }, "request failed");
       send(res, status, body, requestId, status === 413);
     } finally {
       const ms = performance.now() - started;
-      pipeline.metrics.observe("v1", route ? `${route.service.name}.${route.method.name}` : "unrouted", status < 400 ? "ok" : String(status), ms);
+      const rpc = route ? `${route.service.name}.${route.method.name}` : "unrouted";
+      pipeline.metrics.observe("v1", rpc, clientClosed ? "client_closed" : status < 400 ? "ok" : String(status), ms);
       pipeline.logger.info(
         {
           request_id: requestId,
           protocol: "v1",
           method: req.method,
           path: url.pathname,
-          rpc: route ? `${route.service.name}.${route.method.name}` : undefined,
-          status,
+          rpc: route ? rpc : undefined,
+          ...(clientClosed ? { detail: "client_closed" } : { status }),
           ms: Math.round(ms * 100) / 100,
         },
         "request",
