@@ -70,6 +70,9 @@ export interface App {
 export async function startApp(config: Config, logger: Logger = pino({ level: config.logLevel })): Promise<App> {
   let embedded: EmbeddedDatabase | undefined;
   let databaseUrl = config.databaseUrl;
+  // Migrations run as the schema's owner role, the service as a role that owns nothing
+  // (docs/architecture.md, The evidence chain: Roles).
+  let migrationUrl = config.migrationDatabaseUrl;
   if (!databaseUrl) {
     logger.info({ data_dir: config.dataDir }, "DATABASE_URL unset: starting embedded Postgres");
     embedded = await startEmbeddedPostgres(
@@ -77,17 +80,22 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       (msg) => logger.debug({ postgres: msg }),
       (msg) => logger.warn(msg),
     );
-    databaseUrl = embedded.url;
+    databaseUrl = embedded.serviceUrl;
+    migrationUrl = embedded.ownerUrl;
+  } else if (!migrationUrl) {
+    logger.warn("MANDATE_MIGRATION_DATABASE_URL unset: migrations run as DATABASE_URL's role, which then owns the schema; the service should connect as a role that owns nothing (README, External Postgres)");
   }
   // Every wait on this pool is bounded (503 `unavailable` past it); migrations run on a pool of
   // their own without that bound, since they may wait for another replica's.
   const db = createDatabase(databaseUrl, undefined, config.databaseTimeoutMs);
   try {
     let evidence: EvidenceLog | undefined;
-    const migrations = createDatabase(databaseUrl, 2, 0);
+    const migrations = createDatabase(migrationUrl ?? databaseUrl, 2, 0);
+    // The role the service logs in as gets its grants (none when it is the one migrating).
+    const serviceRole = migrationUrl ? (await db.pool.query<{ role: string }>("SELECT current_user AS role")).rows[0]!.role : undefined;
     const applied = await migrate(migrations, async () => {
       evidence = await EvidenceLog.open(new PostgresEvidenceStore(db));
-    }).finally(() => migrations.close());
+    }, serviceRole).finally(() => migrations.close());
     if (applied.length) logger.info({ applied }, "migrations applied");
     if (!evidence) throw new Error("evidence log did not open");
     const signing = evidence;

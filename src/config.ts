@@ -14,6 +14,8 @@ export interface Config {
   host: string;
   /** Unset: the service runs an embedded Postgres in `dataDir`. */
   databaseUrl: string | undefined;
+  /** The schema owner's URL, which migrations use (MANDATE_MIGRATION_DATABASE_URL); unset: `databaseUrl`. */
+  migrationDatabaseUrl: string | undefined;
   /** Unset: single-use consume runs as one SQL statement in Postgres. */
   redisUrl: string | undefined;
   dataDir: string;
@@ -50,6 +52,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: intFromEnv(env, "PORT", 8080),
     host: env.HOST ?? "127.0.0.1",
     databaseUrl: env.DATABASE_URL || undefined,
+    migrationDatabaseUrl: env.MANDATE_MIGRATION_DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
     dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,

