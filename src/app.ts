@@ -154,6 +154,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       services,
       pipeline,
       bodyLimit: config.limits.requestBodyBytes,
+      connections: config.connections,
       plainRoutes: {
         "/.well-known/jwks.json": () => log.jwks(),
         "/openapi.json": async () => openapi,

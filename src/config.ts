@@ -2,6 +2,7 @@ import path from "node:path";
 import { projectRoot } from "./policy/opa.js";
 import type { Limits } from "./domain/limits.js";
 import { DEFAULT_DATABASE_TIMEOUT_MS } from "./storage/postgres/database.js";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./transport/connection-limits.js";
 
 export type { Limits };
 
@@ -27,6 +28,8 @@ export interface Config {
   limits: Limits;
   /** Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client; empty: none. */
   trustedProxies: string[];
+  /** Connection deadlines and the per-address connection cap (slowloris). */
+  connections: ConnectionLimits;
 }
 
 function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -46,6 +49,21 @@ function positiveIntFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: numb
   return value;
 }
 
+/** The connection limits; the header deadline may not exceed the request deadline (Node refuses it). */
+function connectionLimitsFromEnv(env: NodeJS.ProcessEnv): ConnectionLimits {
+  const d = DEFAULT_CONNECTION_LIMITS;
+  const limits: ConnectionLimits = {
+    headersTimeoutMs: positiveIntFromEnv(env, "MANDATE_HEADERS_TIMEOUT_MS", d.headersTimeoutMs),
+    requestTimeoutMs: positiveIntFromEnv(env, "MANDATE_REQUEST_TIMEOUT_MS", d.requestTimeoutMs),
+    idleTimeoutMs: positiveIntFromEnv(env, "MANDATE_IDLE_TIMEOUT_MS", d.idleTimeoutMs),
+    maxPerAddress: positiveIntFromEnv(env, "MANDATE_MAX_CONNECTIONS_PER_ADDRESS", d.maxPerAddress),
+  };
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
+    throw new Error(`MANDATE_HEADERS_TIMEOUT_MS (${limits.headersTimeoutMs}) must not exceed MANDATE_REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`);
+  }
+  return limits;
+}
+
 /** Reads the configuration; throws with the variable's name when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
@@ -58,6 +76,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
     databaseTimeoutMs: positiveIntFromEnv(env, "MANDATE_DATABASE_TIMEOUT_MS", DEFAULT_DATABASE_TIMEOUT_MS),
+    connections: connectionLimitsFromEnv(env),
     trustedProxies: (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== ""),
     limits: {
       intentBodyBytes: 64 * 1024,

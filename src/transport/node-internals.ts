@@ -1,4 +1,5 @@
 import type { EventEmitter } from "node:events";
+import http from "node:http";
 import http2 from "node:http2";
 import { Duplex } from "node:stream";
 import { create, createFileRegistry } from "@bufbuild/protobuf";
@@ -19,8 +20,13 @@ import { createAsyncIterable, type UniversalHandler } from "@connectrpc/connect/
  *  3. V8's stack-overflow text (isStackOverflowText): connect reports a message nested too
  *     deeply for its JSON decoder with the RangeError's message as the error message, and only
  *     that text (no cause) reaches the error shaping after connect has serialized the error.
+ *  4. Header and request deadlines on handed-over connections (trackHandedConnections): an
+ *     http.Server applies headersTimeout and requestTimeout only to connections it tracks, and it
+ *     starts tracking (and its checking interval) on its own "listening" event; a server that is
+ *     handed sockets with "connection" and never listens tracks nothing unless that event is
+ *     emitted on it.
  *
- * checkNodeInternals() verifies all three on live objects and is run by listen() before it serves.
+ * checkNodeInternals() verifies all four on live objects and is run by listen() before it serves.
  */
 
 /** Raised by the start-up self-check: this Node (or connect) keeps a private detail otherwise. */
@@ -105,6 +111,15 @@ export function checkStreamTables(session: object): void {
   if (streamTablesOf(session) === null) {
     refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")');
   }
+}
+
+/**
+ * Whether `session` has a stream open (or opening), from its stream tables; true where the tables
+ * are not where expected, so that a caller closing idle sessions never closes a busy one.
+ */
+export function hasOpenStreams(session: http2.Http2Session): boolean {
+  const tables = streamTablesOf(session);
+  return tables === null || tables.streams.size > 0 || tables.pendingStreams.size > 0;
 }
 
 // --- 2. Handing a stream to a request-handler server ------------------------------------------
@@ -193,6 +208,59 @@ export async function checkStackOverflowText(handler: UniversalHandler = probeHa
   }
 }
 
+// --- 4. Header and request deadlines on handed-over connections ------------------------------
+
+/**
+ * Makes `server`, an http.Server that never listens and is handed its sockets with "connection",
+ * enforce its headersTimeout and requestTimeout on them, as it does on connections it accepts
+ * itself: Node sets up the server's connection list (which every parser made afterwards joins)
+ * and the interval that checks it every `connectionsCheckingInterval` when the server emits
+ * "listening"; an expired connection is reported as a "clientError" with code
+ * ERR_HTTP_REQUEST_TIMEOUT. Nothing else listens for that event on such a server.
+ */
+export function trackHandedConnections(server: http.Server): void {
+  server.emit("listening");
+}
+
+/** Stops what trackHandedConnections started (the checking interval). */
+export function untrackHandedConnections(server: http.Server): void {
+  // Not listening, http.Server.close stops the interval and closes idle connections; the
+  // callback gets ERR_SERVER_NOT_RUNNING, which says nothing here.
+  server.close(() => undefined);
+}
+
+/**
+ * Refuses unless a connection handed to `server` (by default a non-listening http.Server with
+ * 10 ms deadlines) after trackHandedConnections, and sending nothing, is reported as timed out
+ * (clientError ERR_HTTP_REQUEST_TIMEOUT) within `timeoutMs`.
+ */
+export async function checkHandedConnections(
+  timeoutMs: number,
+  server: http.Server = http.createServer({ headersTimeout: 10, requestTimeout: 10, connectionsCheckingInterval: 5 }),
+): Promise<void> {
+  const [serverSide, clientSide] = duplexPair();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const code = await new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve("no clientError"), timeoutMs);
+      server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+        socket.destroy();
+        resolve(err.code ?? err.message);
+      });
+      trackHandedConnections(server);
+      server.emit("connection", serverSide);
+    });
+    if (code !== "ERR_HTTP_REQUEST_TIMEOUT") {
+      refuse(`a connection handed to a non-listening http.Server that emitted "listening" and sending nothing was not timed out by its headersTimeout (within ${timeoutMs} ms: ${code})`);
+    }
+  } finally {
+    clearTimeout(timer);
+    untrackHandedConnections(server);
+    serverSide.destroy();
+    clientSide.destroy();
+  }
+}
+
 // --- The self-check ------------------------------------------------------------------------------
 
 /** Two connected in-memory streams: what one writes, the other reads. */
@@ -272,6 +340,8 @@ export interface InternalsProbe {
   compatServer?: EventEmitter;
   /** A connect handler, sent a JSON message nested too deeply for connect's decoder. */
   connectHandler?: UniversalHandler;
+  /** A non-listening http.Server (with short deadlines), handed a connection that sends nothing. */
+  httpServer?: http.Server;
 }
 
 /**
@@ -284,6 +354,8 @@ export async function checkNodeInternals(probe: InternalsProbe = {}, timeoutMs =
   if (probe.session !== undefined) checkStreamTables(probe.session);
   if (probe.compatServer !== undefined) checkCompatServer(probe.compatServer);
   if (probe.connectHandler !== undefined) await checkStackOverflowText(probe.connectHandler);
+  if (probe.httpServer !== undefined) await checkHandedConnections(timeoutMs, probe.httpServer);
   await probeHttp2(timeoutMs);
+  await checkHandedConnections(timeoutMs);
   await checkStackOverflowText();
 }

@@ -9,8 +9,9 @@ import { errorBody, retryHeaders } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.js";
 import { createGrpcUnary } from "./grpc-unary.js";
-import { checkNodeInternals, forwardToCompat, renewStreamTables } from "./node-internals.js";
+import { checkNodeInternals, forwardToCompat, hasOpenStreams, renewStreamTables, trackHandedConnections, untrackHandedConnections } from "./node-internals.js";
 import { abortedByClient } from "./node-request.js";
 import { protocolOf, type RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
@@ -42,11 +43,13 @@ export async function listen(options: {
   pipeline: RequestPipeline;
   bodyLimit: number;
   plainRoutes: Record<string, PlainRoute>;
+  connections?: ConnectionLimits;
 }): Promise<RunningServer> {
   // Refuses to serve (NodeInternalsError, naming the Node version) where a private detail of Node
   // or connect that the transport relies on differs from what node-internals.ts expects.
   await checkNodeInternals();
   const { services, pipeline } = options;
+  const limits = options.connections ?? DEFAULT_CONNECTION_LIMITS;
   const transcoder = createTranscoder(services, pipeline, options.bodyLimit);
   const grpcUnary = createGrpcUnary(services, pipeline, options.bodyLimit);
   const descs: DescService[] = services.map((s) => s.service);
@@ -105,12 +108,25 @@ export async function listen(options: {
       });
   };
 
-  const h1 = http.createServer(handler);
-  h1.keepAliveTimeout = 65_000;
+  // Deadlines (slowloris): Node's own headersTimeout and requestTimeout, checked every
+  // `connectionsCheckingInterval` (a tenth of the header deadline, within 10 ms..1 s) on the
+  // connections handed to h1 (trackHandedConnections; node-internals.ts); its keepAliveTimeout
+  // closes a connection idle between requests. No timer runs per request.
+  const h1 = http.createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.idleTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(limits.headersTimeoutMs / 10))),
+    },
+    handler,
+  );
+  trackHandedConnections(h1);
   // A request Node's parser refuses (headers over 16 KiB, malformed HTTP) never reaches the
   // handler; it still gets the error body every other refusal has, then the connection closes.
   h1.on("clientError", (err: NodeJS.ErrnoException, socket: net.Socket) => {
-    if (!socket.writable || err.code === "ECONNRESET") {
+    // A request not received in time (headers or whole) is not answered: the connection closes.
+    if (!socket.writable || err.code === "ECONNRESET" || err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
       socket.destroy();
       return;
     }
@@ -136,9 +152,23 @@ export async function listen(options: {
     else forwardToCompat(h2compat, stream, headers, flags, rawHeaders);
   });
   const sessions = new Set<http2.Http2Session>();
+  // The header deadline of the connection being handed to h2, whose "session" event is synchronous.
+  let handedDeadline: NodeJS.Timeout | undefined;
   h2.on("session", (session) => {
     sessions.add(session);
     const stopRenewing = renewStreamTables(session);
+    // The client's SETTINGS follow its whole preface: the header deadline is met.
+    const deadline = handedDeadline;
+    handedDeadline = undefined;
+    if (deadline !== undefined) session.once("remoteSettings", () => clearTimeout(deadline));
+    // Node's session timer, refreshed by the session's own activity: a session found with no
+    // stream open when it fires is closed (GOAWAY); one with streams open is looked at again
+    // an idle period later.
+    session.setTimeout(limits.idleTimeoutMs);
+    session.on("timeout", () => {
+      if (hasOpenStreams(session)) session.setTimeout(limits.idleTimeoutMs);
+      else session.close();
+    });
     session.on("close", () => {
       sessions.delete(session);
       stopRenewing?.();
@@ -149,12 +179,21 @@ export async function listen(options: {
   // (http.Server's own idle tracking only works for servers that listen themselves.)
   const busy = new Map<net.Socket, number>();
   const h1Sockets = new Set<net.Socket>();
+  // The header deadline of each HTTP/1.1 connection that has not yet completed its first request's
+  // headers (later ones are h1's headersTimeout alone).
+  const awaitingHeaders = new Map<net.Socket, NodeJS.Timeout>();
+  const perAddress = new Map<string, number>();
   let draining = false;
   const closeIfIdle = (socket: net.Socket) => {
     if (draining && !busy.get(socket)) socket.destroy();
   };
   h1.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
     const socket = req.socket;
+    const deadline = awaitingHeaders.get(socket);
+    if (deadline !== undefined) {
+      clearTimeout(deadline);
+      awaitingHeaders.delete(socket);
+    }
     busy.set(socket, (busy.get(socket) ?? 0) + 1);
     if (draining) res.setHeader("connection", "close");
     res.on("close", () => {
@@ -166,27 +205,55 @@ export async function listen(options: {
   // these are accepted here and handed to HTTP/2 too, where Nagle's algorithm meets the peer's
   // delayed ACK and a small write waits for the delayed-ACK timer.
   const server = net.createServer({ noDelay: true }, (socket) => {
+    // The per-address cap: one connection over it is closed at once, before anything is read.
+    const address = socket.remoteAddress ?? "";
+    const open = perAddress.get(address) ?? 0;
+    if (open >= limits.maxPerAddress) {
+      socket.destroy();
+      return;
+    }
+    perAddress.set(address, open + 1);
     sockets.add(socket);
+    // The header deadline, from acceptance: until the first request's headers are complete
+    // (HTTP/1.1) or the client's SETTINGS after its preface arrive (HTTP/2). One timer per
+    // connection; it also bounds a connection that sends nothing or part of what is peeked at.
+    const deadline = setTimeout(() => socket.destroy(), limits.headersTimeoutMs);
+    deadline.unref();
     socket.on("close", () => {
+      clearTimeout(deadline);
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
       sockets.delete(socket);
       h1Sockets.delete(socket);
       busy.delete(socket);
+      awaitingHeaders.delete(socket);
     });
-    socket.once("readable", () => {
-      const head: Buffer | null = socket.read(HTTP2_PREFACE.length) ?? socket.read();
-      if (head === null) {
-        socket.destroy();
-        return;
+    // The first bytes decide the protocol; while they are a strict prefix of the HTTP/2 preface
+    // ("P" may begin "POST" as well), more are awaited. A socket ending meanwhile closes itself.
+    let head: Buffer = Buffer.alloc(0);
+    const peek = () => {
+      for (let chunk = socket.read() as Buffer | null; chunk !== null; chunk = socket.read() as Buffer | null) {
+        head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
       }
+      const n = Math.min(head.length, HTTP2_PREFACE.length);
+      const h2like = head.subarray(0, n).equals(HTTP2_PREFACE.subarray(0, n));
+      if (h2like && head.length < HTTP2_PREFACE.length) return;
+      socket.off("readable", peek);
       socket.unshift(head);
       // Emitting "connection" hands a socket to a server that does not listen itself (documented
       // for http.Server; Http2Server takes it through the same net.Server connection listener).
-      if (head.equals(HTTP2_PREFACE.subarray(0, head.length))) h2.emit("connection", socket);
-      else {
+      if (h2like) {
+        handedDeadline = deadline;
+        h2.emit("connection", socket);
+        handedDeadline = undefined;
+      } else {
         h1Sockets.add(socket);
+        awaitingHeaders.set(socket, deadline);
         h1.emit("connection", socket);
       }
-    });
+    };
+    socket.on("readable", peek);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -200,6 +267,7 @@ export async function listen(options: {
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         draining = true;
+        untrackHandedConnections(h1);
         for (const session of sessions) session.close();
         const deadline = setTimeout(() => {
           for (const s of sockets) s.destroy();

@@ -25,6 +25,10 @@ export type ServiceEnv = {
   MANDATE_SANDBOX_PER_EMAIL_PER_DAY: string;
   MANDATE_SANDBOX_MAX_ORGS: string;
   MANDATE_DATABASE_TIMEOUT_MS: string;
+  MANDATE_HEADERS_TIMEOUT_MS: string;
+  MANDATE_REQUEST_TIMEOUT_MS: string;
+  MANDATE_IDLE_TIMEOUT_MS: string;
+  MANDATE_MAX_CONNECTIONS_PER_ADDRESS: string;
 };
 
 /** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */

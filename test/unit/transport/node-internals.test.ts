@@ -1,10 +1,11 @@
 import { EventEmitter } from "node:events";
+import http from "node:http";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createAsyncIterable, type UniversalHandler } from "@connectrpc/connect/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { deferred, waitFor } from "../../support/wait.js";
-import { checkCompatServer, checkNodeInternals, checkStackOverflowText, checkStreamTables, isStackOverflowText, NodeInternalsError, renewStreamTables } from "../../../src/transport/node-internals.js";
+import { checkCompatServer, checkHandedConnections, checkNodeInternals, checkStackOverflowText, checkStreamTables, isStackOverflowText, NodeInternalsError, renewStreamTables } from "../../../src/transport/node-internals.js";
 
 const closers: (() => void)[] = [];
 afterEach(() => closers.splice(0).forEach((close) => close()));
@@ -59,6 +60,14 @@ describe("checkNodeInternals (the start-up self-check)", () => {
     await expectRefused(() => checkNodeInternals({ connectHandler: fakeHandler(400, JSON.stringify({ code: "invalid_argument", message: "too much recursion" })) }), /not invalid_argument/);
     await expectRefused(() => checkStackOverflowText(fakeHandler(200, "{}")), /HTTP 200/);
     await expectRefused(() => checkStackOverflowText(fakeHandler(500, "not json")), /HTTP 500/);
+  });
+
+  it("refuses an http.Server that does not apply its deadlines to handed connections once it emitted \"listening\"", async () => {
+    // Without Node's "listening" listener (which sets up the connection tracking), nothing times out.
+    const untracked = http.createServer({ headersTimeout: 10, requestTimeout: 10, connectionsCheckingInterval: 5 });
+    untracked.removeAllListeners("listening");
+    await expectRefused(() => checkNodeInternals({ httpServer: untracked }, 300), /not timed out by its headersTimeout \(within 300 ms: no clientError\)/);
+    await expect(checkHandedConnections(2000)).resolves.toBeUndefined();
   });
 
   it("accepts the objects this Node makes when they are injected", async () => {

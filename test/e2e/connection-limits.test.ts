@@ -1,0 +1,212 @@
+import http2 from "node:http2";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OrganizationService } from "../../src/gen/mandate/v1/organizations_pb.js";
+import { startService, type TestService } from "../support/service.js";
+
+/*
+ * Slowloris (issue 19 item 6): every connection that does not get on with its request is closed
+ * by the server, whatever it stopped at, and one address cannot hold more than its share of
+ * connections. The service runs with small deadlines; each case waits for the server to close
+ * the socket, with a generous watchdog (the exact timing is not asserted: the machine is shared).
+ */
+
+const HEADERS_MS = 300;
+const REQUEST_MS = 2000;
+const IDLE_MS = 400;
+/** Far past every deadline above (plus Node's own checking interval and keep-alive slack). */
+const WATCHDOG_MS = 8000;
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+/** An empty SETTINGS frame: what a client sends right after the preface. */
+const SETTINGS = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+
+/** Resolves "closed" once `socket` is closed, or "open" after `ms`. */
+function closedWithin(socket: net.Socket, ms = WATCHDOG_MS): Promise<"closed" | "open"> {
+  return new Promise((resolve) => {
+    if (socket.closed) return resolve("closed");
+    const watchdog = setTimeout(() => resolve("open"), ms);
+    socket.once("close", () => {
+      clearTimeout(watchdog);
+      resolve("closed");
+    });
+  });
+}
+
+/** A raw TCP connection to `port` that has sent `first` (nothing when undefined); what it receives is read and dropped. */
+async function open(port: number, first?: Buffer | string): Promise<net.Socket> {
+  const socket = net.connect(port, "127.0.0.1");
+  socket.on("error", () => {});
+  socket.resume();
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  if (first !== undefined) socket.write(first);
+  return socket;
+}
+
+describe("connection deadlines", () => {
+  let svc: TestService;
+  const leftOpen: net.Socket[] = [];
+
+  beforeAll(async () => {
+    svc = await startService({
+      MANDATE_HEADERS_TIMEOUT_MS: String(HEADERS_MS),
+      MANDATE_REQUEST_TIMEOUT_MS: String(REQUEST_MS),
+      MANDATE_IDLE_TIMEOUT_MS: String(IDLE_MS),
+    });
+  });
+  afterAll(async () => {
+    for (const s of leftOpen) s.destroy();
+    await svc?.close();
+  });
+
+  const track = (s: net.Socket) => (leftOpen.push(s), s);
+
+  it("closes a connection that sends nothing", async () => {
+    const s = track(await open(svc.port));
+    expect(await closedWithin(s)).toBe("closed");
+  });
+
+  it("closes a connection whose HTTP/1.1 headers never complete", async () => {
+    const s = track(await open(svc.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "));
+    // A byte now and then: activity alone does not extend the header deadline.
+    const drip = setInterval(() => s.writable && s.write("a"), 100);
+    try {
+      expect(await closedWithin(s)).toBe("closed");
+    } finally {
+      clearInterval(drip);
+    }
+  });
+
+  it("closes a connection whose HTTP/1.1 headers complete only after the deadline, on a kept-alive connection too", async () => {
+    // First request complete and answered, then the next one's headers trickle.
+    const s = track(await open(svc.port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    await new Promise((resolve) => s.once("data", resolve));
+    s.write("GET /healthz HTTP/1.1\r\n");
+    const drip = setInterval(() => s.writable && s.write("X-Slow: a\r\n"), 50);
+    try {
+      expect(await closedWithin(s)).toBe("closed");
+    } finally {
+      clearInterval(drip);
+    }
+  });
+
+  it("closes a connection whose request body trickles past the request deadline", async () => {
+    const s = track(
+      await open(svc.port, "POST /v1/organizations HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{"),
+    );
+    const drip = setInterval(() => s.writable && s.write(" "), 100);
+    try {
+      expect(await closedWithin(s)).toBe("closed");
+    } finally {
+      clearInterval(drip);
+    }
+  });
+
+  it("closes connections that sent only part of the HTTP/2 preface", async () => {
+    const peeked = track(await open(svc.port, PREFACE.subarray(0, 8)));
+    const past = track(await open(svc.port, PREFACE.subarray(0, 20)));
+    expect(await Promise.all([closedWithin(peeked), closedWithin(past)])).toEqual(["closed", "closed"]);
+  });
+
+  it("closes an HTTP/2 connection that opens no stream", async () => {
+    const s = track(await open(svc.port, Buffer.concat([PREFACE, SETTINGS])));
+    expect(await closedWithin(s)).toBe("closed");
+  });
+
+  it("closes an idle HTTP/1.1 keep-alive connection after a complete request", async () => {
+    const s = track(await open(svc.port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const answer = await new Promise<string>((resolve) => s.once("data", (d: Buffer) => resolve(d.toString("latin1"))));
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(await closedWithin(s)).toBe("closed");
+  });
+
+  it("keeps a request that keeps sending open past the header deadline, up to the request deadline", async () => {
+    const body = JSON.stringify({ name: "Slow but steady" });
+    const s = track(
+      await open(svc.port, `POST /v1/organizations HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`),
+    );
+    let answer = "";
+    s.on("data", (d: Buffer) => (answer += d.toString("latin1")));
+    // The body over about 2.5 header deadlines, well within the request deadline.
+    for (const ch of body.slice(0, -1)) {
+      s.write(ch);
+      await new Promise((r) => setTimeout(r, (HEADERS_MS * 2.5) / body.length));
+    }
+    s.end(body.slice(-1));
+    await closedWithin(s);
+    // Answered (401: no operator key), not cut off.
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+  });
+
+  it("keeps an HTTP/2 connection with an open stream past the idle deadline", async () => {
+    const session = http2.connect(svc.baseUrl);
+    session.on("error", () => {});
+    try {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
+      stream.on("error", () => {});
+      stream.resume();
+      await new Promise((r) => setTimeout(r, IDLE_MS * 3));
+      expect(session.closed || session.destroyed).toBe(false);
+      stream.close();
+      // Once no stream is open, the session goes after the idle deadline.
+      const closed = await new Promise<boolean>((resolve) => {
+        const watchdog = setTimeout(() => resolve(false), WATCHDOG_MS);
+        session.once("close", () => {
+          clearTimeout(watchdog);
+          resolve(true);
+        });
+      });
+      expect(closed).toBe(true);
+    } finally {
+      session.destroy();
+    }
+  });
+
+  it("still answers a normal request and a gRPC call", async () => {
+    expect((await svc.v1("GET", "/healthz")).status).toBe(200);
+    const org = await svc.newOrg();
+    const got = await svc.grpc(OrganizationService).getOrganization({}, { headers: { authorization: `Bearer ${org.apiKey}` } });
+    expect(got.organizationId).toBe(org.organizationId);
+  });
+});
+
+describe("connections per address", () => {
+  const CAP = 3;
+  let svc: TestService;
+  const sockets: net.Socket[] = [];
+
+  beforeAll(async () => {
+    svc = await startService({ MANDATE_MAX_CONNECTIONS_PER_ADDRESS: String(CAP) });
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await svc?.close();
+  });
+
+  it("closes a connection over the cap at once and keeps the others", async () => {
+    for (let i = 0; i < CAP; i++) sockets.push(await open(svc.port));
+    const over = await open(svc.port);
+    sockets.push(over);
+    expect(await closedWithin(over, 3000)).toBe("closed");
+    expect(sockets.slice(0, CAP).map((s) => s.closed)).toEqual(Array(CAP).fill(false));
+    // One of those still serves a request.
+    const first = sockets[0]!;
+    first.write("GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n");
+    const answer = await new Promise<string>((resolve) => first.once("data", (d: Buffer) => resolve(d.toString("latin1"))));
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    // A closed connection frees its place.
+    await closedWithin(first);
+    const next = await open(svc.port, "GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n");
+    sockets.push(next);
+    const again = await new Promise<string>((resolve) => next.once("data", (d: Buffer) => resolve(d.toString("latin1"))));
+    expect(again).toMatch(/^HTTP\/1\.1 200 /);
+  });
+});
