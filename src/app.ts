@@ -21,6 +21,7 @@ import { RedisCapabilityMirror } from "./storage/redis/capability-mirror.js";
 import { Intents } from "./domain/intents.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEngine } from "./policy/engine.js";
+import { registerPolicyMetrics } from "./policy/metrics.js";
 import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
 import { DecisionService } from "./gen/mandate/v1/decisions_pb.js";
 import { IntentService } from "./gen/mandate/v1/intents_pb.js";
@@ -109,7 +110,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const capabilityStore = new PostgresCapabilityStore(db);
     const ledger = new PostgresLedger(db, chain);
 
-    const policies = new Policies(policyStore, principalStore, agentStore, new PolicyEngine());
+    // A bundle past the evaluation time limit is quarantined: evaluated in a worker thread from then on (docs/architecture.md, Policies).
+    const engine = new PolicyEngine({
+      timeoutMs: config.evaluationTimeoutMs,
+      onQuarantine: (event) => logger.warn({ policy_bundle: event }, "policy bundle quarantined: its evaluations run in a worker thread from now on"),
+    });
+    const policies = new Policies(policyStore, principalStore, agentStore, engine);
     await policies.prepareStarter();
     // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).
     const mirror = config.redisUrl ? RedisCapabilityMirror.connect(config.redisUrl) : null;
@@ -146,6 +152,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     ];
     const log = evidence;
     const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
+    registerPolicyMetrics(pipeline.metrics.registry, engine);
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
     const server = await listen({
@@ -173,6 +180,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       logger,
       async close() {
         await server.close();
+        await engine.close();
         await mirror?.close();
         await db.close();
         await embedded?.stop();

@@ -3,6 +3,7 @@ import { projectRoot } from "./policy/opa.js";
 import type { Limits } from "./domain/limits.js";
 import { DEFAULT_DATABASE_TIMEOUT_MS } from "./storage/postgres/database.js";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./transport/connection-limits.js";
+import { DEFAULT_EVALUATION_TIMEOUT_MS } from "./policy/engine.js";
 
 export type { Limits };
 
@@ -25,6 +26,8 @@ export interface Config {
   logLevel: string;
   /** The bound on every wait on Postgres (connecting, a pooled connection, a statement): past it, 503 `unavailable`. */
   databaseTimeoutMs: number;
+  /** The per-evaluation time limit of a policy bundle (ms): past it, 503 `evaluation_unavailable` and the bundle is quarantined. */
+  evaluationTimeoutMs: number;
   limits: Limits;
   /** Proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client; empty: none. */
   trustedProxies: string[];
@@ -76,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
     databaseTimeoutMs: positiveIntFromEnv(env, "MANDATE_DATABASE_TIMEOUT_MS", DEFAULT_DATABASE_TIMEOUT_MS),
+    evaluationTimeoutMs: positiveIntFromEnv(env, "MANDATE_EVALUATION_TIMEOUT_MS", DEFAULT_EVALUATION_TIMEOUT_MS),
     connections: connectionLimitsFromEnv(env),
     trustedProxies: (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== ""),
     limits: {

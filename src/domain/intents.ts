@@ -253,12 +253,16 @@ export class Intents {
         }
       }
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
-      const result = await this.policies.evaluateBundle(context.bundle_digest, {
-        intent,
-        agent: { agent_id: signer.agent_id, state: context.agent_state },
-        principal: { principal_id: signer.acting_for_principal_id, external_ref: signer.principal_external_ref, kind: signer.principal_kind },
-        now: new Date().toISOString(),
-      });
+      const result = await this.policies.evaluateBundle(
+        context.bundle_digest,
+        {
+          intent,
+          agent: { agent_id: signer.agent_id, state: context.agent_state },
+          principal: { principal_id: signer.acting_for_principal_id, external_ref: signer.principal_external_ref, kind: signer.principal_kind },
+          now: new Date().toISOString(),
+        },
+        context.policy_versions ?? {},
+      );
       // Spelled out, not `{ ...result, policyVersions, … }`: see record().
       evaluation = {
         outcome: result.outcome,

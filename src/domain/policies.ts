@@ -1,7 +1,7 @@
 import YAML from "yaml";
 import { buildBundle } from "../policy/build.js";
 import { PolicyEngine, type DecisionInput } from "../policy/engine.js";
-import { EvaluationError, PolicyCompileError, PolicySourceError } from "../policy/errors.js";
+import { EvaluationError, EvaluationTimeoutError, PolicyCompileError, PolicySourceError } from "../policy/errors.js";
 import { generateGraph } from "../policy/graph-generation.js";
 import { validateGraph } from "../policy/graph-checks.js";
 import type { AuthorityGraph, GovernanceFormat, GovernanceKind } from "../policy/graph-types.js";
@@ -74,6 +74,25 @@ function compileFailed(err: PolicyCompileError): MandateError {
     "The policy does not compile; the previously active version stays active.",
     err.errors.map((e) => ({ field: e.file ?? e.policy_key ?? "source", code: e.code ?? "compile_error", message: e.message, line: e.line, column: e.column })),
   );
+}
+
+/**
+ * An engine failure as callers see it: 503 `evaluation_unavailable`. Past the time limit the
+ * message names the policies of the bundle (an evaluation that did not finish has no trace to
+ * narrow them down by) and its digest.
+ */
+function evaluationUnavailable(err: unknown, digest: string, policyVersions: Record<string, number>): unknown {
+  if (err instanceof MandateError) return err;
+  if (err instanceof EvaluationTimeoutError) {
+    const keys = Object.entries(policyVersions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const named = keys.length === 0 ? "" : ` ${keys.length === 1 ? "policy" : "policies"} ${keys.map(([k, v]) => `${k} (version ${v})`).join(", ")} of`;
+    return new MandateError(
+      "evaluation_unavailable",
+      `Evaluating the${named} policy bundle ${digest} did not finish within the ${err.limitMs} ms time limit (${err.message}); nothing was decided.` +
+        (err.kind === "queue_full" ? "" : " The bundle is evaluated in isolation until a new version is published."),
+    );
+  }
+  return new MandateError("evaluation_unavailable", "The decision could not be evaluated; nothing was decided.");
 }
 
 /** `err` as the not-found error callers see when it is the store's NotFoundError, else `err` itself. */
@@ -228,18 +247,25 @@ export class Policies {
     return policies.map((p) => ({ ...p, versions: versions.filter((v) => v.policy_key === p.policy_key) }));
   }
 
-  /** Loads (once per digest) and evaluates a stored bundle. Any engine failure is 503 `evaluation_unavailable`, never ALLOW. */
-  async evaluateBundle(digest: string, input: EvaluationInput): Promise<{ outcome: Evaluation["outcome"]; reason: string; trace: readonly unknown[] }> {
+  /**
+   * Loads (once per digest) and evaluates a stored bundle under the time limit. Any engine
+   * failure is 503 `evaluation_unavailable`, never ALLOW; past the limit the message names the
+   * bundle's policies (`policyVersions`, the head's).
+   */
+  async evaluateBundle(
+    digest: string,
+    input: EvaluationInput,
+    policyVersions: Record<string, number> = {},
+  ): Promise<{ outcome: Evaluation["outcome"]; reason: string; trace: readonly unknown[] }> {
     try {
       if (!this.engine.has(digest)) {
         const bundle = await this.store.bundle(digest);
         if (!bundle) throw new EvaluationError(`bundle ${digest} is missing`);
         await this.engine.load(digest, bundle);
       }
-      return this.engine.evaluate(digest, input);
+      return await this.engine.decide(digest, input);
     } catch (err) {
-      if (err instanceof MandateError) throw err;
-      throw new MandateError("evaluation_unavailable", "The decision could not be evaluated; nothing was decided.");
+      throw evaluationUnavailable(err, digest, policyVersions);
     }
   }
 
@@ -247,7 +273,7 @@ export class Policies {
   async evaluate(organizationId: string, input: EvaluationInput): Promise<Evaluation> {
     const head = await this.store.head(organizationId);
     if (!head) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
-    const result = await this.evaluateBundle(head.bundle_digest, input);
+    const result = await this.evaluateBundle(head.bundle_digest, input, head.policy_versions);
     return { ...result, policyVersions: head.policy_versions, graphVersion: head.graph_version, bundleDigest: head.bundle_digest };
   }
 
@@ -285,9 +311,15 @@ export class Policies {
       if (err instanceof PolicyCompileError) throw compileFailed(err);
       throw err;
     }
-    await this.engine.load(built.digest, built.bundle);
-    const result = this.engine.evaluate(built.digest, input);
-    return { ...result, policyVersions: Object.fromEntries(modules.map((m) => [m.policy_key, m.version])), graphVersion: graph?.version ?? 0, bundleDigest: built.digest };
+    const policyVersions = Object.fromEntries(modules.map((m) => [m.policy_key, m.version]));
+    let result;
+    try {
+      await this.engine.load(built.digest, built.bundle);
+      result = await this.engine.decide(built.digest, input);
+    } catch (err) {
+      throw evaluationUnavailable(err, built.digest, policyVersions);
+    }
+    return { ...result, policyVersions, graphVersion: graph?.version ?? 0, bundleDigest: built.digest };
   }
 
   // --- authority graph ---------------------------------------------------

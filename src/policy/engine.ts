@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
-import { EvaluationError } from "./errors.js";
+import { EvaluationError, EvaluationTimeoutError } from "./errors.js";
+import { EvaluationLane, type IsolatedBundle } from "./isolation.js";
 import { ENTRYPOINT } from "./opa.js";
 import { OUTCOMES, REASON_PATTERN, type Outcome } from "./rules.js";
 import { readTarGz } from "./tar.js";
@@ -43,25 +44,118 @@ export interface Decision {
   trace: TraceEntry[];
 }
 
+/** Why a bundle was quarantined: an evaluation past the limit, or slow evaluations adding up to it. */
+export interface QuarantineEvent {
+  digest: string;
+  reason: "timeout" | "slow";
+  /** The evaluation that tipped it (ms); for a timeout, at least the limit. */
+  ms: number;
+  limitMs: number;
+  /** Where that evaluation ran. */
+  where: "in_process" | "worker";
+}
+
 /** Tuning for PolicyEngine. */
 export interface PolicyEngineOptions {
   /** Bundles kept instantiated at once; the least recently used is dropped first. */
   capacity?: number;
+  /** The per-evaluation time limit (MANDATE_EVALUATION_TIMEOUT_MS); default 50 ms. */
+  timeoutMs?: number;
+  /** Told once per bundle quarantined (the service logs it). */
+  onQuarantine?: (event: QuarantineEvent) => void;
 }
 
+/** Default per-evaluation time limit. */
+export const DEFAULT_EVALUATION_TIMEOUT_MS = 50;
+
+/** What the engine counts, for /metrics. */
+export interface EngineStats {
+  quarantined: number;
+  timeouts: number;
+  isolatedEvaluations: number;
+  workersTerminated: number;
+}
+
+interface Loaded extends IsolatedBundle {
+  policy: LoadedPolicy;
+  /** An evaluation of it finished in the worker, fast: from then on it is evaluated in-process. */
+  proven: boolean;
+  /** The evaluation on probation in flight: concurrent ones wait for it instead of queueing. */
+  probe: Promise<unknown> | null;
+}
+
+// Quarantined digests remembered at most (the oldest forgotten first): far more than the bundles in use.
+const MAX_QUARANTINED = 10_000;
+// Slow evaluations (over a fifth of the limit) are added up over this window.
+const SLOW_WINDOW_MS = 60_000;
+// After a quarantined bundle's evaluation is stopped at the limit, its next ones are refused at
+// once for this long (503 carries Retry-After: 1), so a tenant resubmitting to a policy that never
+// finishes does not keep a core busy and the worker restarting.
+const COOL_DOWN_MS = 1_000;
+
 /**
- * Evaluates intents in-process against compiled bundles, keyed by digest. Loading is async
- * (compiling WebAssembly); evaluation is synchronous, deterministic and fails closed: any
- * problem is an EvaluationError, never a decision.
+ * Evaluates intents against compiled bundles, keyed by digest. Loading is async (compiling
+ * WebAssembly); evaluation is deterministic and fails closed: any problem is an
+ * EvaluationError, never a decision.
+ *
+ * Time limit and isolation (`decide`, docs/architecture.md, Policies): a bundle is evaluated
+ * in-process (synchronously, on the event loop: the hot path) once it is known fast. Until then
+ * (its first evaluation after loading) and once quarantined, it is evaluated in a worker thread
+ * under a hard deadline, the limit: past it the worker is terminated and replaced and the
+ * evaluation fails with EvaluationTimeoutError. Every in-process evaluation is timed; one past the
+ * limit, or slow ones (over a fifth of the limit) adding up to the limit within a minute,
+ * quarantine the bundle's digest. Quarantine lasts as long as the process (a new publication is
+ * a new digest); a quarantined bundle stopped at the limit is refused at once for a second after.
+ * An in-process evaluation cannot be interrupted: a bundle fast on its first
+ * input and slow on a later one still blocks the event loop once, for as long as it runs.
  */
 export class PolicyEngine {
   private readonly capacity: number;
+  readonly timeoutMs: number;
+  private readonly slowMs: number;
+  private readonly onQuarantine: (event: QuarantineEvent) => void;
   // Insertion order doubles as recency order: a hit is moved to the end.
-  private readonly bundles = new Map<string, { policy: LoadedPolicy; entrypoint: number }>();
+  private readonly bundles = new Map<string, Loaded>();
   private readonly loading = new Map<string, Promise<void>>();
+  // Insertion order is age: the oldest is forgotten first past MAX_QUARANTINED.
+  private readonly quarantine = new Set<string>();
+  private readonly slow = new Map<string, { since: number; ms: number }>();
+  private readonly coolingDown = new Map<string, number>();
+  // Bundles on probation and quarantined bundles wait in separate lanes, so a slow tenant's
+  // evaluations never delay another organization's first evaluation of a new bundle for long.
+  private readonly probation: EvaluationLane;
+  private readonly quarantined: EvaluationLane;
+  private timeouts = 0;
+  private isolated = 0;
 
   constructor(options: PolicyEngineOptions = {}) {
     this.capacity = Math.max(1, options.capacity ?? 64);
+    this.timeoutMs = Math.max(1, options.timeoutMs ?? DEFAULT_EVALUATION_TIMEOUT_MS);
+    this.slowMs = this.timeoutMs / 5;
+    this.onQuarantine = options.onQuarantine ?? (() => undefined);
+    // Probes are fast and one per new bundle: a deep queue, for the burst after a restart.
+    this.probation = new EvaluationLane("probation", this.timeoutMs, 1024);
+    this.quarantined = new EvaluationLane("quarantine", this.timeoutMs, 64);
+  }
+
+  /** Whether evaluations of this bundle run in a worker thread from now on. */
+  isQuarantined(digest: string): boolean {
+    return this.quarantine.has(digest);
+  }
+
+  /** Counters for /metrics. */
+  stats(): EngineStats {
+    return {
+      quarantined: this.quarantine.size,
+      timeouts: this.timeouts,
+      isolatedEvaluations: this.isolated,
+      workersTerminated: this.probation.terminated + this.quarantined.terminated,
+    };
+  }
+
+  /** Stops the worker threads. */
+  async close(): Promise<void> {
+    await Promise.all([this.probation.close(), this.quarantined.close()]);
   }
 
   /** Whether a bundle is ready to evaluate without loading. */
@@ -87,12 +181,32 @@ export class PolicyEngine {
     return pending;
   }
 
-  /** Evaluates an intent against a loaded bundle; throws EvaluationError when the bundle is not loaded (load it again: a bundle that trapped is dropped) or does not yield a well-formed decision. */
+  /**
+   * Evaluates an intent against a loaded bundle under the time limit: in-process when the bundle
+   * is known fast, else in a worker thread (see the class comment). Throws EvaluationTimeoutError
+   * past the limit, EvaluationError as `evaluate` does.
+   */
+  decide(digest: string, input: DecisionInput): Decision | Promise<Decision> {
+    const loaded = this.bundles.get(digest);
+    if (loaded?.proven && !this.quarantine.has(digest)) return this.evaluate(digest, input);
+    if (!loaded) throw new EvaluationError(`bundle ${digest} is not loaded`);
+    this.touch(digest);
+    return this.isolate(loaded, input);
+  }
+
+  /**
+   * Evaluates an intent in-process against a loaded bundle, timed: one past the limit quarantines
+   * the bundle and throws EvaluationTimeoutError (its result is not used). Throws EvaluationError
+   * when the bundle is not loaded (load it again: a bundle that trapped is dropped) or does not
+   * yield a well-formed decision. It runs where it is called, quarantined or not: the service
+   * calls `decide`; this is the in-process path it takes (and what the bench measures).
+   */
   evaluate(digest: string, input: DecisionInput): Decision {
     const loaded = this.bundles.get(digest);
     if (!loaded) throw new EvaluationError(`bundle ${digest} is not loaded`);
     this.touch(digest);
     let resultSet: unknown;
+    const started = performance.now();
     try {
       resultSet = loaded.policy.evaluate(input, loaded.entrypoint);
     } catch (cause) {
@@ -101,13 +215,78 @@ export class PolicyEngine {
       this.bundles.delete(digest);
       throw new EvaluationError(`evaluation failed: ${describe(cause)}`, { cause });
     }
+    const ms = performance.now() - started;
+    if (ms > this.slowMs) this.tooSlow(digest, ms, "in_process");
     return readDecision(resultSet);
+  }
+
+  private async isolate(loaded: Loaded, input: DecisionInput): Promise<Decision> {
+    const { digest } = loaded;
+    const quarantined = this.quarantine.has(digest);
+    if (quarantined) {
+      const until = this.coolingDown.get(digest);
+      if (until !== undefined && performance.now() < until) {
+        throw new EvaluationTimeoutError(digest, this.timeoutMs, "cooling_down", `its last evaluation was stopped at the ${this.timeoutMs} ms limit under ${COOL_DOWN_MS} ms ago`);
+      }
+    } else if (loaded.probe) {
+      // Wait for the probe's verdict, then go where it sends this bundle.
+      await loaded.probe.catch(() => undefined);
+      return this.decide(digest, input);
+    }
+    this.isolated++;
+    const running = (quarantined ? this.quarantined : this.probation).run(loaded, input);
+    if (!quarantined) loaded.probe = running;
+    let result;
+    try {
+      result = await running;
+    } catch (err) {
+      if (err instanceof EvaluationTimeoutError && err.kind === "timeout") {
+        this.timeouts++;
+        this.coolingDown.set(digest, performance.now() + COOL_DOWN_MS);
+        this.quarantineBundle({ digest, reason: "timeout", ms: this.timeoutMs, limitMs: this.timeoutMs, where: "worker" });
+      }
+      throw err;
+    } finally {
+      if (loaded.probe === running) loaded.probe = null;
+    }
+    if (result.ms > this.slowMs) this.tooSlow(digest, result.ms, "worker");
+    else if (!this.quarantine.has(digest)) loaded.proven = true;
+    return readDecision(result.resultSet);
+  }
+
+  // An evaluation over a fifth of the limit: past the limit, quarantine and fail; else add it up.
+  private tooSlow(digest: string, ms: number, where: QuarantineEvent["where"]): void {
+    if (ms > this.timeoutMs) {
+      this.timeouts++;
+      this.quarantineBundle({ digest, reason: "timeout", ms, limitMs: this.timeoutMs, where });
+      throw new EvaluationTimeoutError(digest, this.timeoutMs, "timeout", `the evaluation took ${Math.round(ms)} ms`);
+    }
+    const now = performance.now();
+    let slow = this.slow.get(digest);
+    if (!slow || now - slow.since > SLOW_WINDOW_MS) {
+      if (this.slow.size >= MAX_QUARANTINED) this.slow.clear();
+      slow = { since: now, ms: 0 };
+      this.slow.set(digest, slow);
+    }
+    slow.ms += ms;
+    if (slow.ms >= this.timeoutMs) this.quarantineBundle({ digest, reason: "slow", ms, limitMs: this.timeoutMs, where });
+  }
+
+  private quarantineBundle(event: QuarantineEvent): void {
+    this.slow.delete(event.digest);
+    if (this.quarantine.has(event.digest)) return;
+    if (this.quarantine.size >= MAX_QUARANTINED) this.quarantine.delete(this.quarantine.values().next().value as string);
+    this.quarantine.add(event.digest);
+    if (this.coolingDown.size >= MAX_QUARANTINED) this.coolingDown.clear();
+    const loaded = this.bundles.get(event.digest);
+    if (loaded) loaded.proven = false;
+    this.onQuarantine(event);
   }
 
   private async instantiate(digest: string, bundle: Uint8Array): Promise<void> {
     const actual = createHash("sha256").update(bundle).digest("hex");
     if (actual !== digest) throw new EvaluationError(`bundle digest mismatch: expected ${digest}, got ${actual}`);
-    let loaded: { policy: LoadedPolicy; entrypoint: number };
+    let loaded: Loaded;
     try {
       const files = readTarGz(bundle);
       const wasm = files.get("policy.wasm");
@@ -121,7 +300,7 @@ export class PolicyEngine {
       const entrypoint: unknown = policy.entrypoints[ENTRYPOINT];
       if (typeof entrypoint !== "number") throw new Error(`the bundle has no ${ENTRYPOINT} entrypoint`);
       policy.setData(data);
-      loaded = { policy, entrypoint };
+      loaded = { digest, policy, entrypoint, module, data, proven: false, probe: null };
     } catch (cause) {
       throw new EvaluationError(`cannot load bundle ${digest}: ${describe(cause)}`, { cause });
     }

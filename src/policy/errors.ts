@@ -38,7 +38,7 @@ export class PolicyCompileError extends Error {
 
 /** Thrown when a bundle cannot produce a well-formed decision: the caller must answer evaluation_unavailable, never ALLOW. */
 export class EvaluationError extends Error {
-  override readonly name = "EvaluationError";
+  override readonly name: string = "EvaluationError";
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
   }
@@ -50,4 +50,23 @@ function summarise(what: string, errors: { line?: number; message: string }[]): 
   const where = first.line === undefined ? "" : ` (line ${first.line})`;
   const more = errors.length > 1 ? ` and ${errors.length - 1} more` : "";
   return `${what}: ${first.message}${where}${more}`;
+}
+
+/**
+ * Thrown when an evaluation could not finish within the per-evaluation time limit: it ran past it
+ * (`timeout`; the bundle is quarantined from then on, see src/policy/engine.ts), or it was not
+ * started because its bundle's isolated queue was full (`queue_full`) or the quarantined bundle
+ * timed out under a second ago (`cooling_down`). The caller answers evaluation_unavailable
+ * naming the bundle's policies.
+ */
+export class EvaluationTimeoutError extends EvaluationError {
+  override readonly name = "EvaluationTimeoutError";
+  constructor(
+    readonly digest: string,
+    readonly limitMs: number,
+    readonly kind: "timeout" | "queue_full" | "cooling_down",
+    message: string,
+  ) {
+    super(message);
+  }
 }
