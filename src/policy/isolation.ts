@@ -29,6 +29,10 @@ type Reply = { ok: true; ready?: true; resultSet?: unknown; ms?: number } | { ok
 const START_TIMEOUT_MS = 10_000;
 // Bundles kept instantiated in one worker; past it the least recently loaded is unloaded.
 const WORKER_CAPACITY = 16;
+// A worker idle this long is stopped (and started again when needed): an idle isolate with its
+// instantiated bundles holds tens of MiB, and its presence measurably brought full collections
+// back to the main thread under load (docs/performance.md, Issue 19).
+const IDLE_STOP_MS = 5_000;
 
 /**
  * One worker thread evaluating bundles one at a time, each under a hard deadline: an evaluation
@@ -43,6 +47,7 @@ export class EvaluationLane {
   private readonly queue: Job[] = [];
   private running = false;
   private pending: { resolve: (reply: Reply) => void; reject: (err: unknown) => void } | null = null;
+  private idle: NodeJS.Timeout | null = null;
   /** Workers terminated because an evaluation passed its deadline. */
   terminated = 0;
 
@@ -65,6 +70,8 @@ export class EvaluationLane {
 
   /** Stops the worker (jobs still queued are refused). */
   async close(): Promise<void> {
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
     for (const job of this.queue.splice(0)) job.reject(new EvaluationError("the evaluation lane is closed"));
     const worker = this.worker;
     this.reset();
@@ -74,6 +81,8 @@ export class EvaluationLane {
   private async pump(): Promise<void> {
     if (this.running) return;
     this.running = true;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = null;
     try {
       for (let job = this.queue.shift(); job; job = this.queue.shift()) {
         try {
@@ -84,7 +93,18 @@ export class EvaluationLane {
       }
     } finally {
       this.running = false;
+      this.idle = setTimeout(() => this.stopIdle(), IDLE_STOP_MS);
+      this.idle.unref();
     }
+  }
+
+  /** Stops the worker after IDLE_STOP_MS without a job (the next job starts a fresh one). */
+  private stopIdle(): void {
+    this.idle = null;
+    if (this.running || this.queue.length > 0 || !this.worker) return;
+    const worker = this.worker;
+    this.reset();
+    void worker.terminate().catch(() => undefined);
   }
 
   private async evaluate(job: Job): Promise<IsolatedResult> {
