@@ -55,7 +55,9 @@ export function requireStorableText(value: unknown): void {
   if (problem) throw validationFailed([problem]);
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM keeps a leading U+FEFF in the text (the default drops it silently), so JSON.parse refuses it:
+// two byte strings, with and without a byte order mark, must not read as one signed document.
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** Parses a JSON body; the bytes must be valid UTF-8 (a replacement character would silently change the value). */
 export function parseJson(bytes: Uint8Array): unknown {
