@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectResult, newAgent, newOrgFixture, TRANSPORTS, type OrgFixture, type TestAgent } from "../support/agents.js";
+import { recordRow } from "../hostile/report.js";
 import { startService, type TestService } from "../support/service.js";
 import { waitFor, within } from "../support/wait.js";
 import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, verify, type OwnedRedis } from "./capabilities-support.js";
@@ -12,6 +13,31 @@ import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, ve
  * never a second success. Each case runs against a redis-server of this
  * file's own, which it flushes, kills and restarts.
  */
+
+/**
+ * The hostile suite's row (test/hostile/report.ts; only written under `npm run test:hostile`): the
+ * concurrent verifies of one token with Redis frozen and with it stopped; a failure is a second
+ * success (more than one 200 per token), an answer other than 409 consumed (or 503 with Redis
+ * stopped), or no answer within the watchdog. Counted before the assertions.
+ */
+const tally = { probes: 0, failures: 0, tokens: 0 };
+afterAll(() => {
+  recordRow({
+    order: 7,
+    attack: "Redis frozen (SIGSTOP) and stopped (SIGKILL): concurrent verifies of one token",
+    probes: tally.probes,
+    failures: tally.failures,
+    note: `${tally.tokens} tokens; one 200 at most per token, the rest 409 (or 503 while stopped)`,
+  });
+});
+
+/** Counts one token's concurrent verifies: more than one 200, or an answer not in `others`, is a failure. */
+function countRace(results: { status: number; detail?: string }[], others: string[]): void {
+  tally.tokens++;
+  tally.probes += results.length;
+  const ok = results.filter((r) => r.status === 200).length;
+  tally.failures += Math.max(0, ok - 1) + results.filter((r) => r.status !== 200 && !others.includes(`${r.status} ${r.detail}`)).length;
+}
 
 describe("capabilities when Redis loses its state", () => {
   let redis: OwnedRedis;
@@ -132,7 +158,13 @@ describe("capabilities when Redis loses its state", () => {
         "verifies while Redis is frozen",
         Promise.all(Array.from({ length: 40 }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation))),
         15_000,
-      );
+      ).catch((err: Error) => {
+        tally.tokens++;
+        tally.probes += 40;
+        tally.failures += 40; // not answered within the watchdog
+        throw err;
+      });
+      countRace(results, ["409 capability_consumed"]);
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
       expect(results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.detail}`)).toEqual(Array(39).fill("409 capability_consumed"));
       expect(await capabilityState(svc, org.apiKey, c.capabilityId)).toBe("consumed");
@@ -176,6 +208,7 @@ describe("capabilities when Redis loses its state", () => {
       for (let round = 0; round < 3; round++) {
         const c = await allowedCapability(svc, agent);
         const results = await Promise.all(Array.from({ length: 100 }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation)));
+        countRace(results, ["409 capability_consumed", "503 unavailable"]);
         const ok = results.filter((r) => r.status === 200);
         expect(ok.length).toBeLessThanOrEqual(1);
         for (const r of results.filter((x) => x.status !== 200)) expect(["409 capability_consumed", "503 unavailable"]).toContain(`${r.status} ${r.detail}`);

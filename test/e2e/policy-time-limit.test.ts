@@ -15,6 +15,7 @@ import {
   type TestAgent,
   type Transport,
 } from "../support/agents.js";
+import { recordRow } from "../hostile/report.js";
 import { startService, type TestService } from "../support/service.js";
 
 /*
@@ -119,11 +120,13 @@ describe("isolation", () => {
   // Timing is printed, not asserted: the machine is shared and tests do not race its load.
   it("keeps answering another organization's Intents while one organization keeps submitting to its slow policy", async () => {
     const rounds = 100;
+    // Answers are kept and checked after the run, so that the hostile row is recorded before asserting.
+    const quietAnswers: Result[] = [];
     const quietRun = async (): Promise<number[]> => {
       const latencies: number[] = [];
       for (let i = 0; i < rounds; i++) {
         const started = performance.now();
-        expectAllowed(await submitIntent(svc, "v1", signBody(quietAgent, intentDoc(quietAgent.agentId))));
+        quietAnswers.push(await submitIntent(svc, "v1", signBody(quietAgent, intentDoc(quietAgent.agentId))));
         latencies.push(performance.now() - started);
       }
       return latencies;
@@ -148,6 +151,16 @@ describe("isolation", () => {
       `other organization's Intent latency, quiet: p50 ${percentile(quiet, 50).toFixed(1)} ms, p99 ${q.toFixed(1)} ms; ` +
         `while ${attackAnswers.length} slow Intents were answered: p50 ${percentile(underAttack, 50).toFixed(1)} ms, p99 ${a.toFixed(1)} ms (${(a / q).toFixed(2)}×)`,
     );
+    // The hostile suite's row (test/hostile/report.ts; only written under `npm run test:hostile`).
+    const wrong = quietAnswers.filter((r) => r.status !== 200 || r.body.outcome !== "ALLOW" || r.body.reason !== "starter_reference_action");
+    recordRow({
+      order: 9,
+      attack: "noisy tenant: one organization's policy past the time limit, another's Intents",
+      probes: quietAnswers.length,
+      failures: wrong.length,
+      note: `other tenant's p99 ${q.toFixed(1)} ms quiet, ${a.toFixed(1)} ms under attack: ${(a / q).toFixed(2)}× (target ≤ 2×, not asserted); ${attackAnswers.length} slow Intents answered 503`,
+    });
+    for (const res of quietAnswers) expectAllowed(res);
     expect(attackAnswers.length).toBeGreaterThan(0);
     for (const res of attackAnswers) expectTimeLimit(res);
     expect(await decisionCount(svc, slowOrg.apiKey, slowAgent.agentId)).toBe(0);

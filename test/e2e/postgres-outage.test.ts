@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilityService, VerifyCapabilityRequestSchema } from "../../src/gen/mandate/v1/capabilities_pb.js";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
 import { IntentService, SubmitIntentRequestSchema } from "../../src/gen/mandate/v1/intents_pb.js";
+import { recordRow } from "../hostile/report.js";
 import { intentDoc, newAgent, newOrgFixture, signBody, type OrgFixture, type TestAgent } from "../support/agents.js";
 import { answers, startOwnedPostgres, type OwnedPostgres } from "../support/postgres.js";
 import { startService, type TestService } from "../support/service.js";
@@ -22,6 +23,23 @@ import { allowedCapability, expectConsumed, verify, type Presentation } from "./
 const TIMEOUT_MS = 1000;
 /** How long an answer may take while Postgres is out: one bounded wait, with room for a loaded machine. */
 const BOUND_MS = TIMEOUT_MS + 2000;
+
+/**
+ * The hostile suite's row (test/hostile/report.ts; only written under `npm run test:hostile`): every
+ * request made while Postgres was out (a failure: anything but 503 `unavailable` with Retry-After,
+ * or no answer within the watchdog) and every request after it came back (a failure: not served).
+ * Counted before the assertions.
+ */
+const tally = { probes: 0, failures: 0, slowestMs: 0, outages: 0 };
+afterAll(() => {
+  recordRow({
+    order: 6,
+    attack: "Postgres stopped and frozen (tcp and unix socket): Intents, verifies, /readyz",
+    probes: tally.probes,
+    failures: tally.failures,
+    note: `${tally.outages} outages; slowest answer during one ${tally.slowestMs} ms (bound ${BOUND_MS} ms); served again after each`,
+  });
+});
 
 describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over %s) → 503 unavailable with Retry-After, in bounded time", (over) => {
   let postgres: OwnedPostgres;
@@ -115,7 +133,12 @@ describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over
     for (let i = 0; i < 4; i++) attempts.push(timed("v1 verify", () => v1Verify(presentation)), timed("grpc verify", () => grpcVerify(presentation)));
     attempts.push(timed("readyz", readyz));
     const outcomes = await Promise.all(attempts);
-    console.log(`[postgres-outage] slowest answer ${Math.max(...outcomes.map((o) => o.ms))} ms (bound ${BOUND_MS} ms)`);
+    const slowest = Math.max(...outcomes.map((o) => o.ms));
+    console.log(`[postgres-outage] slowest answer ${slowest} ms (bound ${BOUND_MS} ms)`);
+    tally.outages++;
+    tally.slowestMs = Math.max(tally.slowestMs, slowest);
+    tally.probes += outcomes.length;
+    tally.failures += outcomes.filter((o) => o.status !== 503 || o.detail !== "unavailable" || !/^[1-9]\d*$/.test(o.retryAfter ?? "")).length;
     for (const o of outcomes) {
       const seen = JSON.stringify(o);
       expect([o.status, o.detail], seen).toEqual([503, "unavailable"]);
@@ -128,10 +151,23 @@ describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over
   /** Once Postgres is back: ready again, and Intents and verifies succeed, without a restart of the service. */
   async function expectRecovered(): Promise<void> {
     await waitFor("Postgres to answer again", () => answers(postgres.url), { timeoutMs: 20_000, intervalMs: 100 });
-    await waitFor("/readyz to answer 200 again", async () => (await readyz()).status === 200, { timeoutMs: 20_000, intervalMs: 100 });
-    for (const intent of [v1Intent, () => grpcIntent(false), () => grpcIntent(true)]) expect((await intent()).status).toBe(200);
+    try {
+      await waitFor("/readyz to answer 200 again", async () => (await readyz()).status === 200, { timeoutMs: 20_000, intervalMs: 100 });
+    } catch (err) {
+      tally.probes++;
+      tally.failures++;
+      throw err;
+    }
+    const statuses: number[] = [];
+    for (const intent of [v1Intent, () => grpcIntent(false), () => grpcIntent(true)]) statuses.push((await intent()).status);
+    tally.probes += statuses.length;
+    tally.failures += statuses.filter((s) => s !== 200).length;
+    for (const status of statuses) expect(status).toBe(200);
     const c = await allowedCapability(svc, agent);
-    expectConsumed(await verify(svc, "grpc", org.apiKey, c.presentation), c);
+    const verified = await verify(svc, "grpc", org.apiKey, c.presentation);
+    tally.probes++;
+    if (verified.status !== 200) tally.failures++;
+    expectConsumed(verified, c);
   }
 
   /** No request was ever answered with a 500 (/metrics counts outcomes by code). */
