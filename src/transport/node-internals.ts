@@ -54,11 +54,20 @@ interface StreamTables {
 /**
  * The session's internal state object (the own property keyed by the symbol described "state")
  * when it holds the stream Map `streams` and the Set `pendingStreams`; null where it does not.
+ * Only the checks below look at the null; everything else goes through streamTables().
  */
 function streamTablesOf(session: object): StreamTables | null {
   const key = Object.getOwnPropertySymbols(session).find((s) => s.description === "state");
   const state: unknown = key === undefined ? undefined : (session as Record<symbol, unknown>)[key];
   return hasStreamTables(state) ? state : null;
+}
+
+/** The session's stream tables; throws NodeInternalsError, naming this Node, where they are not where expected. */
+function streamTables(session: object): StreamTables {
+  return (
+    streamTablesOf(session) ??
+    refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")')
+  );
 }
 
 /** Whether `state` holds the two tables. Node's SafeMap and SafeSet are not `instanceof` Map and Set (their prototypes are cut off from them), so this checks their shape. */
@@ -94,13 +103,12 @@ function renewTables(tables: StreamTables): void {
  * Fresh copies every RENEW_MS never live that long. Every use of the tables in Node is
  * synchronous, so a copy made between two events loses nothing.
  *
- * Returns the function that stops the renewal, or null (doing nothing) for a session whose
- * internals differ; checkNodeInternals() refuses to start on such a Node, so that does not
- * happen in a running service.
+ * Returns the function that stops the renewal. Throws NodeInternalsError for a session whose
+ * internals differ (checkNodeInternals() refuses to start on such a Node, so a running service
+ * never gets there; if it does, it fails loudly instead of quietly promoting every stream).
  */
-export function renewStreamTables(session: http2.Http2Session): (() => void) | null {
-  const tables = streamTablesOf(session);
-  if (tables === null) return null;
+export function renewStreamTables(session: http2.Http2Session): () => void {
+  const tables = streamTables(session);
   const timer = setInterval(() => renewTables(tables), RENEW_MS);
   timer.unref();
   return () => clearInterval(timer);
@@ -108,18 +116,16 @@ export function renewStreamTables(session: http2.Http2Session): (() => void) | n
 
 /** Refuses unless `session` keeps its stream tables where renewStreamTables expects them. */
 export function checkStreamTables(session: object): void {
-  if (streamTablesOf(session) === null) {
-    refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")');
-  }
+  streamTables(session);
 }
 
 /**
- * Whether `session` has a stream open (or opening), from its stream tables; true where the tables
- * are not where expected, so that a caller closing idle sessions never closes a busy one.
+ * Whether `session` has a stream open (or opening), from its stream tables. Throws
+ * NodeInternalsError where they are not where expected (see renewStreamTables).
  */
 export function hasOpenStreams(session: http2.Http2Session): boolean {
-  const tables = streamTablesOf(session);
-  return tables === null || tables.streams.size > 0 || tables.pendingStreams.size > 0;
+  const tables = streamTables(session);
+  return tables.streams.size > 0 || tables.pendingStreams.size > 0;
 }
 
 // --- 2. Handing a stream to a request-handler server ------------------------------------------

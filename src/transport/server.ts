@@ -171,7 +171,7 @@ export async function listen(options: {
     });
     session.on("close", () => {
       sessions.delete(session);
-      stopRenewing?.();
+      stopRenewing();
     });
   });
   const sockets = new Set<net.Socket>();

@@ -119,7 +119,8 @@ describe("renewStreamTables", () => {
     stop!();
   });
 
-  it("does nothing (null) for a session whose internals differ", () => {
-    expect(renewStreamTables({} as http2.Http2Session)).toBeNull();
+  it("refuses loudly (NodeInternalsError naming this Node) for a session whose internals differ", () => {
+    expect(() => renewStreamTables({} as http2.Http2Session)).toThrow(NodeInternalsError);
+    expect(() => renewStreamTables({} as http2.Http2Session)).toThrow(process.version);
   });
 });
