@@ -30,8 +30,7 @@ const START_TIMEOUT_MS = 10_000;
 // Bundles kept instantiated in one worker; past it the least recently loaded is unloaded.
 const WORKER_CAPACITY = 16;
 // A worker idle this long is stopped (and started again when needed): an idle isolate with its
-// instantiated bundles holds tens of MiB, and its presence measurably brought full collections
-// back to the main thread under load (docs/performance.md, Issue 19).
+// instantiated bundles only holds memory.
 const IDLE_STOP_MS = 5_000;
 
 /**
