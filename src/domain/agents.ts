@@ -125,34 +125,20 @@ export class Agents {
       const businessUnit = input.businessUnit ?? "";
       const environment = input.environment ?? "";
       try {
+        const fields = {
+          agent_id: agentId,
+          certificate_id: certificateId,
+          name,
+          acting_for_principal_id: input.actingForPrincipalId,
+          public_key: input.publicKey,
+          owner,
+          business_unit: businessUnit,
+          environment,
+        };
+        // The registered record states exactly what was stored, and by whom.
         const agent = await this.agents.register(
-          {
-            agent_id: agentId,
-            certificate_id: certificateId,
-            organization_id: caller.organizationId,
-            name,
-            acting_for_principal_id: input.actingForPrincipalId,
-            public_key: input.publicKey,
-            owner,
-            business_unit: businessUnit,
-            environment,
-          },
-          {
-            organizationId: caller.organizationId,
-            kind: "agent.registered",
-            subjectId: agentId,
-            payload: {
-              agent_id: agentId,
-              certificate_id: certificateId,
-              name,
-              acting_for_principal_id: input.actingForPrincipalId,
-              public_key: input.publicKey,
-              owner,
-              business_unit: businessUnit,
-              environment,
-              by: caller.identity,
-            },
-          },
+          { ...fields, organization_id: caller.organizationId },
+          { organizationId: caller.organizationId, kind: "agent.registered", subjectId: agentId, payload: { ...fields, by: caller.identity } },
         );
         return { agent, created: true };
       } catch (err) {

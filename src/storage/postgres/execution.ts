@@ -66,21 +66,26 @@ export class PostgresExecutionStore implements ExecutionStore {
   ) {}
 
   recordReceipt(receipt: Omit<ReceiptRow, "evidence_id">, evidence: EvidenceEntry): Promise<Recorded<ReceiptRow>> {
-    return this.db.transaction(async (tx) => {
-      const stored = await executionSql.insertReceipt(tx, { ...receipt, evidence_id: "" });
-      if (!stored.inserted) return stored;
-      const [record] = await this.chain.append(tx, [evidence]);
-      await executionSql.setEvidence(tx, "execution_receipts", receipt.organization_id, receipt.receipt_id, record!.evidence_id);
-      return { row: { ...stored.row, evidence_id: record!.evidence_id }, inserted: true };
-    });
+    return this.recordOnce((tx) => executionSql.insertReceipt(tx, { ...receipt, evidence_id: "" }), "execution_receipts", receipt.organization_id, receipt.receipt_id, evidence);
   }
 
   recordAdapterReport(report: Omit<AdapterReportRow, "evidence_id">, evidence: EvidenceEntry): Promise<Recorded<AdapterReportRow>> {
+    return this.recordOnce((tx) => executionSql.insertReport(tx, { ...report, evidence_id: "" }), "adapter_reports", report.organization_id, report.report_id, evidence);
+  }
+
+  /** Inserts a row once (idempotent by id); the first insert also appends its evidence and stores the record's id on the row. */
+  private recordOnce<R extends { evidence_id: string }>(
+    insert: (tx: Queryable) => Promise<Recorded<R>>,
+    table: "execution_receipts" | "adapter_reports",
+    organizationId: string,
+    id: string,
+    evidence: EvidenceEntry,
+  ): Promise<Recorded<R>> {
     return this.db.transaction(async (tx) => {
-      const stored = await executionSql.insertReport(tx, { ...report, evidence_id: "" });
+      const stored = await insert(tx);
       if (!stored.inserted) return stored;
       const [record] = await this.chain.append(tx, [evidence]);
-      await executionSql.setEvidence(tx, "adapter_reports", report.organization_id, report.report_id, record!.evidence_id);
+      await executionSql.setEvidence(tx, table, organizationId, id, record!.evidence_id);
       return { row: { ...stored.row, evidence_id: record!.evidence_id }, inserted: true };
     });
   }
