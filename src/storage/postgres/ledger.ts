@@ -7,7 +7,7 @@ import { capabilitiesInsert, capabilitiesInsertValues, capabilitySql, CONSUMABLE
 import type { Database, Queryable } from "./database.js";
 import { decisionsInsert, decisionsInsertValues, decisionSql, type DecisionToWrite } from "./decisions.js";
 import type { EvidenceChain } from "./evidence-chain.js";
-import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, jsonLines, type HeadMove } from "./evidence.js";
 import { GroupCommit, waitForCompany } from "./group-commit.js";
 
 /**
@@ -213,7 +213,7 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
                SELECT o.organization_id FROM organizations o WHERE o.organization_id = ANY($26::text[]) AND o.state <> 'active'
                UNION
                SELECT d.organization_id
-                 FROM unnest($9::text[], $14::text[], string_to_array($19::text, E'\\n')::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
+                 FROM unnest($9::text[], $14::text[], ${jsonLines(19)}::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
                       AS d(organization_id, action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
                  LEFT JOIN policy_heads h ON h.organization_id = d.organization_id
                  LEFT JOIN integration_actions ia ON ia.organization_id = d.organization_id AND ia.action = d.action
