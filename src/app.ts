@@ -19,7 +19,9 @@ import { CapabilityService } from "./gen/mandate/v1/capabilities_pb.js";
 import { CapabilityServiceImpl } from "./services/capabilities.js";
 import { RedisCapabilityMirror } from "./storage/redis/capability-mirror.js";
 import { Intents } from "./domain/intents.js";
+import { AuthorityGraphs } from "./domain/authority-graph.js";
 import { Policies } from "./domain/policies.js";
+import { PolicyEvaluation } from "./domain/policy-evaluation.js";
 import { PolicyEngine } from "./policy/engine.js";
 import { registerPolicyMetrics } from "./policy/metrics.js";
 import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
@@ -115,7 +117,9 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       timeoutMs: config.evaluationTimeoutMs,
       onQuarantine: (event) => logger.warn({ policy_bundle: event }, "policy bundle quarantined: its evaluations run in a worker thread from now on"),
     });
-    const policies = new Policies(policyStore, principalStore, agentStore, engine);
+    const policies = new Policies(policyStore);
+    const evaluation = new PolicyEvaluation(policyStore, principalStore, agentStore, engine);
+    const graphs = new AuthorityGraphs(policyStore, principalStore);
     await policies.prepareStarter();
     // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).
     const mirror = config.redisUrl ? RedisCapabilityMirror.connect(config.redisUrl) : null;
@@ -128,7 +132,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const agents = new Agents(agentStore, evidence, signatures, async (a) => {
       await mirror?.setAgent(a.organizationId, a.agentId, a.state).catch(mirrorError);
     });
-    const intents = new Intents(decisionStore, ledger, signatures, policies, config.limits);
+    const intents = new Intents(decisionStore, ledger, signatures, evaluation, config.limits);
     const decisions = new Decisions(decisionStore, signatures, config.limits.requestedAtSkewSeconds);
     const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
     const services: RegisteredService[] = [
@@ -139,7 +143,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: EvidenceService, impl: new EvidenceServiceImpl(evidence) as never },
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
-      { service: PolicyService, impl: new PolicyServiceImpl(policies) as never },
+      { service: PolicyService, impl: new PolicyServiceImpl(policies, evaluation) as never },
       { service: IntegrationService, impl: new IntegrationServiceImpl(
           new Integrations(integrationStore, agentStore, async (org, id, state) => {
             await mirror?.setIntegration(org, id, state).catch(mirrorError);
@@ -148,7 +152,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: ExecutionReportService, impl: new ExecutionReportServiceImpl(execution) as never },
       { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
       { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError), evidence) as never },
-      { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(policies) as never },
+      { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(graphs) as never },
     ];
     const log = evidence;
     const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));

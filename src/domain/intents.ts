@@ -6,7 +6,7 @@ import { BatchedReads } from "./batched-reads.js";
 import { MandateError, organizationSuspended, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "../base/text.js";
-import type { Evaluation, Policies } from "./policies.js";
+import type { Evaluation, PolicyEvaluation } from "./policy-evaluation.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 
 /**
@@ -156,7 +156,7 @@ export class Intents {
     private readonly decisions: DecisionStore,
     private readonly ledger: Ledger,
     private readonly signatures: AgentSignatures,
-    private readonly policies: Policies,
+    private readonly evaluation: PolicyEvaluation,
     private readonly limits: Limits,
   ) {
     this.contexts = new BatchedReads((lookups) => decisions.intentContexts(lookups));
@@ -253,7 +253,7 @@ export class Intents {
         }
       }
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
-      const result = await this.policies.evaluateBundle(
+      const result = await this.evaluation.evaluateBundle(
         context.bundle_digest,
         {
           intent,

@@ -1,8 +1,9 @@
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { type JsonObject, fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../base/errors.js";
 import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
+import type { PolicyEvaluation } from "../domain/policy-evaluation.js";
 import { PolicyService, type PolicySource, type EvaluatePolicyRequest } from "../gen/mandate/v1/policies_pb.js";
 import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
@@ -38,7 +39,10 @@ const policyMessage = (key: string, description: string, versions: PolicyVersion
 
 /** PolicyService. */
 export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
-  constructor(private readonly policies: Policies) {}
+  constructor(
+    private readonly policies: Policies,
+    private readonly evaluation: PolicyEvaluation,
+  ) {}
 
   async createPolicy(req: { policyKey: string; description: string; source?: PolicySource }, ctx: HandlerContext) {
     return ref(await this.policies.create(orgCaller(ctx), req.policyKey, req.description, sourceInput(req.source)));
@@ -70,7 +74,24 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
   }
 
   async evaluatePolicy(req: EvaluatePolicyRequest, ctx: HandlerContext) {
-    const result = await this.policies.dryRunIntent(orgCaller(ctx), req.intent ?? {}, req.policyVersions);
+    const result = await this.evaluation.dryRunIntent(orgCaller(ctx), req.intent ?? {}, req.policyVersions);
     return { outcome: outcomes.toProto(result.outcome), reason: result.reason, trace: fromJson(ListValueSchema, result.trace as never) };
+  }
+
+  // Issue 20 contract; implemented by the authoring work in progress.
+  replayPolicies(): never {
+    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  }
+
+  rollbackPolicy(): never {
+    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  }
+
+  disablePolicy(): never {
+    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  }
+
+  getBundle(): never {
+    throw new ConnectError("not implemented yet", Code.Unimplemented);
   }
 }

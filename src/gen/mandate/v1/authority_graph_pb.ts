@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/authority_graph.proto.
  */
 export const file_mandate_v1_authority_graph: GenFile = /*@__PURE__*/
-  fileDesc("CiBtYW5kYXRlL3YxL2F1dGhvcml0eV9ncmFwaC5wcm90bxIKbWFuZGF0ZS52MSK3AQoSR292ZXJuYW5jZURvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEjAKBGtpbmQYAiABKA4yIi5tYW5kYXRlLnYxLkdvdmVybmFuY2VEb2N1bWVudEtpbmQSKgoGZm9ybWF0GAMgASgOMhoubWFuZGF0ZS52MS5Eb2N1bWVudEZvcm1hdBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKQAQofVXBsb2FkR292ZXJuYW5jZURvY3VtZW50UmVxdWVzdBIwCgRraW5kGAEgASgOMiIubWFuZGF0ZS52MS5Hb3Zlcm5hbmNlRG9jdW1lbnRLaW5kEioKBmZvcm1hdBgCIAEoDjIaLm1hbmRhdGUudjEuRG9jdW1lbnRGb3JtYXQSDwoHY29udGVudBgDIAEoCSIgCh5MaXN0R292ZXJuYW5jZURvY3VtZW50c1JlcXVlc3QiVAofTGlzdEdvdmVybmFuY2VEb2N1bWVudHNSZXNwb25zZRIxCglkb2N1bWVudHMYASADKAsyHi5tYW5kYXRlLnYxLkdvdmVybmFuY2VEb2N1bWVudCJDChlDcmVhdGVHcmFwaFZlcnNpb25SZXF1ZXN0EiYKBWdyYXBoGAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIzChtHZW5lcmF0ZUdyYXBoVmVyc2lvblJlcXVlc3QSFAoMZG9jdW1lbnRfaWRzGAEgAygJIlAKD0dyYXBoVmVyc2lvblJlZhIPCgd2ZXJzaW9uGAEgASgFEiwKBXN0YXRlGAIgASgOMh0ubWFuZGF0ZS52MS5HcmFwaFZlcnNpb25TdGF0ZSItChpQdWJsaXNoR3JhcGhWZXJzaW9uUmVxdWVzdBIPCgd2ZXJzaW9uGAEgASgFIhoKGEdldEF1dGhvcml0eUdyYXBoUmVxdWVzdCKpAQoOQXV0aG9yaXR5R3JhcGgSDwoHdmVyc2lvbhgBIAEoBRIsCgVzdGF0ZRgCIAEoDjIdLm1hbmRhdGUudjEuR3JhcGhWZXJzaW9uU3RhdGUSJgoFZ3JhcGgYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjAKDHB1Ymxpc2hlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqnQIKFkdvdmVybmFuY2VEb2N1bWVudEtpbmQSKAokR09WRVJOQU5DRV9ET0NVTUVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASUQowR09WRVJOQU5DRV9ET0NVTUVOVF9LSU5EX0RFTEVHQVRJT05fT0ZfQVVUSE9SSVRZEAEaG8rzGBdkZWxlZ2F0aW9uX29mX2F1dGhvcml0eRJBCihHT1ZFUk5BTkNFX0RPQ1VNRU5UX0tJTkRfQVBQUk9WQUxfTUFUUklYEAIaE8rzGA9hcHByb3ZhbF9tYXRyaXgSQwopR09WRVJOQU5DRV9ET0NVTUVOVF9LSU5EX1NJR05JTkdfU0NIRURVTEUQAxoUyvMYEHNpZ25pbmdfc2NoZWR1bGUqmwEKDkRvY3VtZW50Rm9ybWF0Eh8KG0RPQ1VNRU5UX0ZPUk1BVF9VTlNQRUNJRklFRBAAEiAKE0RPQ1VNRU5UX0ZPUk1BVF9DU1YQARoHyvMYA2NzdhIiChRET0NVTUVOVF9GT1JNQVRfWUFNTBACGgjK8xgEeWFtbBIiChRET0NVTUVOVF9GT1JNQVRfSlNPThADGgjK8xgEanNvbirCAQoRR3JhcGhWZXJzaW9uU3RhdGUSIwofR1JBUEhfVkVSU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEigKGUdSQVBIX1ZFUlNJT05fU1RBVEVfRFJBRlQQARoJyvMYBWRyYWZ0EioKGkdSQVBIX1ZFUlNJT05fU1RBVEVfQUNUSVZFEAIaCsrzGAZhY3RpdmUSMgoeR1JBUEhfVkVSU0lPTl9TVEFURV9TVVBFUlNFREVEEAMaDsrzGApzdXBlcnNlZGVkMugGChVBdXRob3JpdHlHcmFwaFNlcnZpY2USkQEKGFVwbG9hZEdvdmVybmFuY2VEb2N1bWVudBIrLm1hbmRhdGUudjEuVXBsb2FkR292ZXJuYW5jZURvY3VtZW50UmVxdWVzdBoeLm1hbmRhdGUudjEuR292ZXJuYW5jZURvY3VtZW50IiiC0+STAiI6ASoiHS92MS9hdXRob3JpdHktZ3JhcGgvZG9jdW1lbnRzEpkBChdMaXN0R292ZXJuYW5jZURvY3VtZW50cxIqLm1hbmRhdGUudjEuTGlzdEdvdmVybmFuY2VEb2N1bWVudHNSZXF1ZXN0GisubWFuZGF0ZS52MS5MaXN0R292ZXJuYW5jZURvY3VtZW50c1Jlc3BvbnNlIiWC0+STAh8SHS92MS9hdXRob3JpdHktZ3JhcGgvZG9jdW1lbnRzEoEBChJDcmVhdGVHcmFwaFZlcnNpb24SJS5tYW5kYXRlLnYxLkNyZWF0ZUdyYXBoVmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkdyYXBoVmVyc2lvblJlZiIngtPkkwIhOgEqIhwvdjEvYXV0aG9yaXR5LWdyYXBoL3ZlcnNpb25zEo4BChRHZW5lcmF0ZUdyYXBoVmVyc2lvbhInLm1hbmRhdGUudjEuR2VuZXJhdGVHcmFwaFZlcnNpb25SZXF1ZXN0GhsubWFuZGF0ZS52MS5HcmFwaFZlcnNpb25SZWYiMILT5JMCKjoBKiIlL3YxL2F1dGhvcml0eS1ncmFwaC92ZXJzaW9uczpnZW5lcmF0ZRKVAQoTUHVibGlzaEdyYXBoVmVyc2lvbhImLm1hbmRhdGUudjEuUHVibGlzaEdyYXBoVmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkdyYXBoVmVyc2lvblJlZiI5gtPkkwIzOgEqIi4vdjEvYXV0aG9yaXR5LWdyYXBoL3ZlcnNpb25zL3t2ZXJzaW9ufS9wdWJsaXNoEnIKEUdldEF1dGhvcml0eUdyYXBoEiQubWFuZGF0ZS52MS5HZXRBdXRob3JpdHlHcmFwaFJlcXVlc3QaGi5tYW5kYXRlLnYxLkF1dGhvcml0eUdyYXBoIhuC0+STAhUSEy92MS9hdXRob3JpdHktZ3JhcGhiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_mandate_v1_options]);
+  fileDesc("CiBtYW5kYXRlL3YxL2F1dGhvcml0eV9ncmFwaC5wcm90bxIKbWFuZGF0ZS52MSLjAQoSR292ZXJuYW5jZURvY3VtZW50EhMKC2RvY3VtZW50X2lkGAEgASgJEjAKBGtpbmQYAiABKA4yIi5tYW5kYXRlLnYxLkdvdmVybmFuY2VEb2N1bWVudEtpbmQSKgoGZm9ybWF0GAMgASgOMhoubWFuZGF0ZS52MS5Eb2N1bWVudEZvcm1hdBIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRuYW1lGAUgASgJEgwKBHJvd3MYBiABKAUSDgoGYXV0aG9yGAcgASgJIp4BCh9VcGxvYWRHb3Zlcm5hbmNlRG9jdW1lbnRSZXF1ZXN0EjAKBGtpbmQYASABKA4yIi5tYW5kYXRlLnYxLkdvdmVybmFuY2VEb2N1bWVudEtpbmQSKgoGZm9ybWF0GAIgASgOMhoubWFuZGF0ZS52MS5Eb2N1bWVudEZvcm1hdBIPCgdjb250ZW50GAMgASgJEgwKBG5hbWUYBCABKAkiNgofRGVsZXRlR292ZXJuYW5jZURvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCSIiCiBEZWxldGVHb3Zlcm5hbmNlRG9jdW1lbnRSZXNwb25zZSJNCgxHcmFwaFdhcm5pbmcSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhAKCGRvY3VtZW50GAMgASgJEgwKBGxpbmUYBCABKAUiIAoeTGlzdEdvdmVybmFuY2VEb2N1bWVudHNSZXF1ZXN0IlQKH0xpc3RHb3Zlcm5hbmNlRG9jdW1lbnRzUmVzcG9uc2USMQoJZG9jdW1lbnRzGAEgAygLMh4ubWFuZGF0ZS52MS5Hb3Zlcm5hbmNlRG9jdW1lbnQiQwoZQ3JlYXRlR3JhcGhWZXJzaW9uUmVxdWVzdBImCgVncmFwaBgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiMwobR2VuZXJhdGVHcmFwaFZlcnNpb25SZXF1ZXN0EhQKDGRvY3VtZW50X2lkcxgBIAMoCSJ8Cg9HcmFwaFZlcnNpb25SZWYSDwoHdmVyc2lvbhgBIAEoBRIsCgVzdGF0ZRgCIAEoDjIdLm1hbmRhdGUudjEuR3JhcGhWZXJzaW9uU3RhdGUSKgoId2FybmluZ3MYAyADKAsyGC5tYW5kYXRlLnYxLkdyYXBoV2FybmluZyItChpBcHByb3ZlR3JhcGhWZXJzaW9uUmVxdWVzdBIPCgd2ZXJzaW9uGAEgASgFIi0KGlB1Ymxpc2hHcmFwaFZlcnNpb25SZXF1ZXN0Eg8KB3ZlcnNpb24YASABKAUiGgoYR2V0QXV0aG9yaXR5R3JhcGhSZXF1ZXN0IvsBCg5BdXRob3JpdHlHcmFwaBIPCgd2ZXJzaW9uGAEgASgFEiwKBXN0YXRlGAIgASgOMh0ubWFuZGF0ZS52MS5HcmFwaFZlcnNpb25TdGF0ZRImCgVncmFwaBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMAoMcHVibGlzaGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhdXRob3IYBSABKAkSEAoIYXBwcm92ZXIYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiGgoYTGlzdEdyYXBoVmVyc2lvbnNSZXF1ZXN0IkkKGUxpc3RHcmFwaFZlcnNpb25zUmVzcG9uc2USLAoIdmVyc2lvbnMYASADKAsyGi5tYW5kYXRlLnYxLkF1dGhvcml0eUdyYXBoIikKFkdldEdyYXBoVmVyc2lvblJlcXVlc3QSDwoHdmVyc2lvbhgBIAEoBSqdAgoWR292ZXJuYW5jZURvY3VtZW50S2luZBIoCiRHT1ZFUk5BTkNFX0RPQ1VNRU5UX0tJTkRfVU5TUEVDSUZJRUQQABJRCjBHT1ZFUk5BTkNFX0RPQ1VNRU5UX0tJTkRfREVMRUdBVElPTl9PRl9BVVRIT1JJVFkQARobyvMYF2RlbGVnYXRpb25fb2ZfYXV0aG9yaXR5EkEKKEdPVkVSTkFOQ0VfRE9DVU1FTlRfS0lORF9BUFBST1ZBTF9NQVRSSVgQAhoTyvMYD2FwcHJvdmFsX21hdHJpeBJDCilHT1ZFUk5BTkNFX0RPQ1VNRU5UX0tJTkRfU0lHTklOR19TQ0hFRFVMRRADGhTK8xgQc2lnbmluZ19zY2hlZHVsZSqbAQoORG9jdW1lbnRGb3JtYXQSHwobRE9DVU1FTlRfRk9STUFUX1VOU1BFQ0lGSUVEEAASIAoTRE9DVU1FTlRfRk9STUFUX0NTVhABGgfK8xgDY3N2EiIKFERPQ1VNRU5UX0ZPUk1BVF9ZQU1MEAIaCMrzGAR5YW1sEiIKFERPQ1VNRU5UX0ZPUk1BVF9KU09OEAMaCMrzGARqc29uKvIBChFHcmFwaFZlcnNpb25TdGF0ZRIjCh9HUkFQSF9WRVJTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKAoZR1JBUEhfVkVSU0lPTl9TVEFURV9EUkFGVBABGgnK8xgFZHJhZnQSKgoaR1JBUEhfVkVSU0lPTl9TVEFURV9BQ1RJVkUQAhoKyvMYBmFjdGl2ZRIyCh5HUkFQSF9WRVJTSU9OX1NUQVRFX1NVUEVSU0VERUQQAxoOyvMYCnN1cGVyc2VkZWQSLgocR1JBUEhfVkVSU0lPTl9TVEFURV9BUFBST1ZFRBAEGgzK8xgIYXBwcm92ZWQyugsKFUF1dGhvcml0eUdyYXBoU2VydmljZRKRAQoYVXBsb2FkR292ZXJuYW5jZURvY3VtZW50EisubWFuZGF0ZS52MS5VcGxvYWRHb3Zlcm5hbmNlRG9jdW1lbnRSZXF1ZXN0Gh4ubWFuZGF0ZS52MS5Hb3Zlcm5hbmNlRG9jdW1lbnQiKILT5JMCIjoBKiIdL3YxL2F1dGhvcml0eS1ncmFwaC9kb2N1bWVudHMSmQEKF0xpc3RHb3Zlcm5hbmNlRG9jdW1lbnRzEioubWFuZGF0ZS52MS5MaXN0R292ZXJuYW5jZURvY3VtZW50c1JlcXVlc3QaKy5tYW5kYXRlLnYxLkxpc3RHb3Zlcm5hbmNlRG9jdW1lbnRzUmVzcG9uc2UiJYLT5JMCHxIdL3YxL2F1dGhvcml0eS1ncmFwaC9kb2N1bWVudHMSqgEKGERlbGV0ZUdvdmVybmFuY2VEb2N1bWVudBIrLm1hbmRhdGUudjEuRGVsZXRlR292ZXJuYW5jZURvY3VtZW50UmVxdWVzdBosLm1hbmRhdGUudjEuRGVsZXRlR292ZXJuYW5jZURvY3VtZW50UmVzcG9uc2UiM4LT5JMCLSorL3YxL2F1dGhvcml0eS1ncmFwaC9kb2N1bWVudHMve2RvY3VtZW50X2lkfRKBAQoSQ3JlYXRlR3JhcGhWZXJzaW9uEiUubWFuZGF0ZS52MS5DcmVhdGVHcmFwaFZlcnNpb25SZXF1ZXN0GhsubWFuZGF0ZS52MS5HcmFwaFZlcnNpb25SZWYiJ4LT5JMCIToBKiIcL3YxL2F1dGhvcml0eS1ncmFwaC92ZXJzaW9ucxKOAQoUR2VuZXJhdGVHcmFwaFZlcnNpb24SJy5tYW5kYXRlLnYxLkdlbmVyYXRlR3JhcGhWZXJzaW9uUmVxdWVzdBobLm1hbmRhdGUudjEuR3JhcGhWZXJzaW9uUmVmIjCC0+STAio6ASoiJS92MS9hdXRob3JpdHktZ3JhcGgvdmVyc2lvbnM6Z2VuZXJhdGUSlQEKE0FwcHJvdmVHcmFwaFZlcnNpb24SJi5tYW5kYXRlLnYxLkFwcHJvdmVHcmFwaFZlcnNpb25SZXF1ZXN0GhsubWFuZGF0ZS52MS5HcmFwaFZlcnNpb25SZWYiOYLT5JMCMzoBKiIuL3YxL2F1dGhvcml0eS1ncmFwaC92ZXJzaW9ucy97dmVyc2lvbn0vYXBwcm92ZRKVAQoTUHVibGlzaEdyYXBoVmVyc2lvbhImLm1hbmRhdGUudjEuUHVibGlzaEdyYXBoVmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkdyYXBoVmVyc2lvblJlZiI5gtPkkwIzOgEqIi4vdjEvYXV0aG9yaXR5LWdyYXBoL3ZlcnNpb25zL3t2ZXJzaW9ufS9wdWJsaXNoEnIKEUdldEF1dGhvcml0eUdyYXBoEiQubWFuZGF0ZS52MS5HZXRBdXRob3JpdHlHcmFwaFJlcXVlc3QaGi5tYW5kYXRlLnYxLkF1dGhvcml0eUdyYXBoIhuC0+STAhUSEy92MS9hdXRob3JpdHktZ3JhcGgShgEKEUxpc3RHcmFwaFZlcnNpb25zEiQubWFuZGF0ZS52MS5MaXN0R3JhcGhWZXJzaW9uc1JlcXVlc3QaJS5tYW5kYXRlLnYxLkxpc3RHcmFwaFZlcnNpb25zUmVzcG9uc2UiJILT5JMCHhIcL3YxL2F1dGhvcml0eS1ncmFwaC92ZXJzaW9ucxKBAQoPR2V0R3JhcGhWZXJzaW9uEiIubWFuZGF0ZS52MS5HZXRHcmFwaFZlcnNpb25SZXF1ZXN0GhoubWFuZGF0ZS52MS5BdXRob3JpdHlHcmFwaCIugtPkkwIoEiYvdjEvYXV0aG9yaXR5LWdyYXBoL3ZlcnNpb25zL3t2ZXJzaW9ufWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_mandate_v1_options]);
 
 /**
  * An uploaded governance document.
@@ -41,6 +41,27 @@ export type GovernanceDocument = Message<"mandate.v1.GovernanceDocument"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp;
+
+  /**
+   * The name given at upload (e.g. the file name), unique in the organization.
+   *
+   * @generated from field: string name = 5;
+   */
+  name: string;
+
+  /**
+   * Data rows the document holds.
+   *
+   * @generated from field: int32 rows = 6;
+   */
+  rows: number;
+
+  /**
+   * Identity that uploaded it.
+   *
+   * @generated from field: string author = 7;
+   */
+  author: string;
 };
 
 /**
@@ -72,6 +93,14 @@ export type UploadGovernanceDocumentRequest = Message<"mandate.v1.UploadGovernan
    * @generated from field: string content = 3;
    */
   content: string;
+
+  /**
+   * A name for the document, 1..200 characters, unique in the organization
+   * (e.g. "doa-2026.csv"); errors and warnings cite it.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
 };
 
 /**
@@ -80,6 +109,78 @@ export type UploadGovernanceDocumentRequest = Message<"mandate.v1.UploadGovernan
  */
 export const UploadGovernanceDocumentRequestSchema: GenMessage<UploadGovernanceDocumentRequest> = /*@__PURE__*/
   messageDesc(file_mandate_v1_authority_graph, 1);
+
+/**
+ * Request of DeleteGovernanceDocument.
+ *
+ * @generated from message mandate.v1.DeleteGovernanceDocumentRequest
+ */
+export type DeleteGovernanceDocumentRequest = Message<"mandate.v1.DeleteGovernanceDocumentRequest"> & {
+  /**
+   * @generated from field: string document_id = 1;
+   */
+  documentId: string;
+};
+
+/**
+ * Describes the message mandate.v1.DeleteGovernanceDocumentRequest.
+ * Use `create(DeleteGovernanceDocumentRequestSchema)` to create a new message.
+ */
+export const DeleteGovernanceDocumentRequestSchema: GenMessage<DeleteGovernanceDocumentRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 2);
+
+/**
+ * Response of DeleteGovernanceDocument.
+ *
+ * @generated from message mandate.v1.DeleteGovernanceDocumentResponse
+ */
+export type DeleteGovernanceDocumentResponse = Message<"mandate.v1.DeleteGovernanceDocumentResponse"> & {
+};
+
+/**
+ * Describes the message mandate.v1.DeleteGovernanceDocumentResponse.
+ * Use `create(DeleteGovernanceDocumentResponseSchema)` to create a new message.
+ */
+export const DeleteGovernanceDocumentResponseSchema: GenMessage<DeleteGovernanceDocumentResponse> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 3);
+
+/**
+ * Something generation accepted but an author should look at.
+ *
+ * @generated from message mandate.v1.GraphWarning
+ */
+export type GraphWarning = Message<"mandate.v1.GraphWarning"> & {
+  /**
+   * Stable code: `delegation_cycle` or `shadowed_row`.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * The document's name, and the file line (1-based, header included) when known.
+   *
+   * @generated from field: string document = 3;
+   */
+  document: string;
+
+  /**
+   * @generated from field: int32 line = 4;
+   */
+  line: number;
+};
+
+/**
+ * Describes the message mandate.v1.GraphWarning.
+ * Use `create(GraphWarningSchema)` to create a new message.
+ */
+export const GraphWarningSchema: GenMessage<GraphWarning> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 4);
 
 /**
  * Request of ListGovernanceDocuments.
@@ -94,7 +195,7 @@ export type ListGovernanceDocumentsRequest = Message<"mandate.v1.ListGovernanceD
  * Use `create(ListGovernanceDocumentsRequestSchema)` to create a new message.
  */
 export const ListGovernanceDocumentsRequestSchema: GenMessage<ListGovernanceDocumentsRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 2);
+  messageDesc(file_mandate_v1_authority_graph, 5);
 
 /**
  * Response of ListGovernanceDocuments.
@@ -113,7 +214,7 @@ export type ListGovernanceDocumentsResponse = Message<"mandate.v1.ListGovernance
  * Use `create(ListGovernanceDocumentsResponseSchema)` to create a new message.
  */
 export const ListGovernanceDocumentsResponseSchema: GenMessage<ListGovernanceDocumentsResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 3);
+  messageDesc(file_mandate_v1_authority_graph, 6);
 
 /**
  * Request of CreateGraphVersion.
@@ -134,7 +235,7 @@ export type CreateGraphVersionRequest = Message<"mandate.v1.CreateGraphVersionRe
  * Use `create(CreateGraphVersionRequestSchema)` to create a new message.
  */
 export const CreateGraphVersionRequestSchema: GenMessage<CreateGraphVersionRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 4);
+  messageDesc(file_mandate_v1_authority_graph, 7);
 
 /**
  * Request of GenerateGraphVersion.
@@ -155,7 +256,7 @@ export type GenerateGraphVersionRequest = Message<"mandate.v1.GenerateGraphVersi
  * Use `create(GenerateGraphVersionRequestSchema)` to create a new message.
  */
 export const GenerateGraphVersionRequestSchema: GenMessage<GenerateGraphVersionRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 5);
+  messageDesc(file_mandate_v1_authority_graph, 8);
 
 /**
  * Identifies a graph version and its state.
@@ -172,6 +273,13 @@ export type GraphVersionRef = Message<"mandate.v1.GraphVersionRef"> & {
    * @generated from field: mandate.v1.GraphVersionState state = 2;
    */
   state: GraphVersionState;
+
+  /**
+   * Warnings of generation (GenerateGraphVersion only).
+   *
+   * @generated from field: repeated mandate.v1.GraphWarning warnings = 3;
+   */
+  warnings: GraphWarning[];
 };
 
 /**
@@ -179,7 +287,26 @@ export type GraphVersionRef = Message<"mandate.v1.GraphVersionRef"> & {
  * Use `create(GraphVersionRefSchema)` to create a new message.
  */
 export const GraphVersionRefSchema: GenMessage<GraphVersionRef> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 6);
+  messageDesc(file_mandate_v1_authority_graph, 9);
+
+/**
+ * Request of ApproveGraphVersion.
+ *
+ * @generated from message mandate.v1.ApproveGraphVersionRequest
+ */
+export type ApproveGraphVersionRequest = Message<"mandate.v1.ApproveGraphVersionRequest"> & {
+  /**
+   * @generated from field: int32 version = 1;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message mandate.v1.ApproveGraphVersionRequest.
+ * Use `create(ApproveGraphVersionRequestSchema)` to create a new message.
+ */
+export const ApproveGraphVersionRequestSchema: GenMessage<ApproveGraphVersionRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 10);
 
 /**
  * Request of PublishGraphVersion.
@@ -198,7 +325,7 @@ export type PublishGraphVersionRequest = Message<"mandate.v1.PublishGraphVersion
  * Use `create(PublishGraphVersionRequestSchema)` to create a new message.
  */
 export const PublishGraphVersionRequestSchema: GenMessage<PublishGraphVersionRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 7);
+  messageDesc(file_mandate_v1_authority_graph, 11);
 
 /**
  * Request of GetAuthorityGraph.
@@ -213,10 +340,10 @@ export type GetAuthorityGraphRequest = Message<"mandate.v1.GetAuthorityGraphRequ
  * Use `create(GetAuthorityGraphRequestSchema)` to create a new message.
  */
 export const GetAuthorityGraphRequestSchema: GenMessage<GetAuthorityGraphRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 8);
+  messageDesc(file_mandate_v1_authority_graph, 12);
 
 /**
- * The active authority graph.
+ * A version of the authority graph (GetAuthorityGraph: the active one).
  *
  * @generated from message mandate.v1.AuthorityGraph
  */
@@ -242,6 +369,23 @@ export type AuthorityGraph = Message<"mandate.v1.AuthorityGraph"> & {
    * @generated from field: google.protobuf.Timestamp published_at = 4;
    */
   publishedAt?: Timestamp;
+
+  /**
+   * Identity that created the version, and the one that approved it.
+   *
+   * @generated from field: string author = 5;
+   */
+  author: string;
+
+  /**
+   * @generated from field: string approver = 6;
+   */
+  approver: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp;
 };
 
 /**
@@ -249,7 +393,60 @@ export type AuthorityGraph = Message<"mandate.v1.AuthorityGraph"> & {
  * Use `create(AuthorityGraphSchema)` to create a new message.
  */
 export const AuthorityGraphSchema: GenMessage<AuthorityGraph> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_authority_graph, 9);
+  messageDesc(file_mandate_v1_authority_graph, 13);
+
+/**
+ * Request of ListGraphVersions.
+ *
+ * @generated from message mandate.v1.ListGraphVersionsRequest
+ */
+export type ListGraphVersionsRequest = Message<"mandate.v1.ListGraphVersionsRequest"> & {
+};
+
+/**
+ * Describes the message mandate.v1.ListGraphVersionsRequest.
+ * Use `create(ListGraphVersionsRequestSchema)` to create a new message.
+ */
+export const ListGraphVersionsRequestSchema: GenMessage<ListGraphVersionsRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 14);
+
+/**
+ * Response of ListGraphVersions (graphs omitted; GetGraphVersion returns one).
+ *
+ * @generated from message mandate.v1.ListGraphVersionsResponse
+ */
+export type ListGraphVersionsResponse = Message<"mandate.v1.ListGraphVersionsResponse"> & {
+  /**
+   * @generated from field: repeated mandate.v1.AuthorityGraph versions = 1;
+   */
+  versions: AuthorityGraph[];
+};
+
+/**
+ * Describes the message mandate.v1.ListGraphVersionsResponse.
+ * Use `create(ListGraphVersionsResponseSchema)` to create a new message.
+ */
+export const ListGraphVersionsResponseSchema: GenMessage<ListGraphVersionsResponse> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 15);
+
+/**
+ * Request of GetGraphVersion.
+ *
+ * @generated from message mandate.v1.GetGraphVersionRequest
+ */
+export type GetGraphVersionRequest = Message<"mandate.v1.GetGraphVersionRequest"> & {
+  /**
+   * @generated from field: int32 version = 1;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message mandate.v1.GetGraphVersionRequest.
+ * Use `create(GetGraphVersionRequestSchema)` to create a new message.
+ */
+export const GetGraphVersionRequestSchema: GenMessage<GetGraphVersionRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_authority_graph, 16);
 
 /**
  * Kinds of governance documents.
@@ -342,6 +539,13 @@ export enum GraphVersionState {
    * @generated from enum value: GRAPH_VERSION_STATE_SUPERSEDED = 3;
    */
   SUPERSEDED = 3,
+
+  /**
+   * Approved by a POLICY_APPROVER other than its author; publishable.
+   *
+   * @generated from enum value: GRAPH_VERSION_STATE_APPROVED = 4;
+   */
+  APPROVED = 4,
 }
 
 /**
@@ -357,7 +561,9 @@ export const GraphVersionStateSchema: GenEnum<GraphVersionState> = /*@__PURE__*/
  */
 export const AuthorityGraphService: GenService<{
   /**
-   * Uploads a governance document. POLICY_AUTHOR.
+   * Uploads a governance document, parsed at once: a document that does not
+   * parse is refused (422) with file line, column and the offending value.
+   * POLICY_AUTHOR.
    *
    * @generated from rpc mandate.v1.AuthorityGraphService.UploadGovernanceDocument
    */
@@ -377,6 +583,16 @@ export const AuthorityGraphService: GenService<{
     output: typeof ListGovernanceDocumentsResponseSchema;
   },
   /**
+   * Deletes an uploaded document (versions generated from it keep their graph). POLICY_AUTHOR.
+   *
+   * @generated from rpc mandate.v1.AuthorityGraphService.DeleteGovernanceDocument
+   */
+  deleteGovernanceDocument: {
+    methodKind: "unary";
+    input: typeof DeleteGovernanceDocumentRequestSchema;
+    output: typeof DeleteGovernanceDocumentResponseSchema;
+  },
+  /**
    * Authors a graph version directly as JSON. POLICY_AUTHOR.
    *
    * @generated from rpc mandate.v1.AuthorityGraphService.CreateGraphVersion
@@ -388,7 +604,8 @@ export const AuthorityGraphService: GenService<{
   },
   /**
    * Generates a graph version from the uploaded documents; parse errors are
-   * reported per document and row (422) and nothing is created. POLICY_AUTHOR.
+   * reported per document and line (422) and nothing is created; delegation
+   * cycles and shadowed rows come back as warnings. POLICY_AUTHOR.
    *
    * @generated from rpc mandate.v1.AuthorityGraphService.GenerateGraphVersion
    */
@@ -398,7 +615,17 @@ export const AuthorityGraphService: GenService<{
     output: typeof GraphVersionRefSchema;
   },
   /**
-   * Makes a version active and rebuilds the bundle. POLICY_APPROVER.
+   * draft → approved, by a POLICY_APPROVER other than the version's author.
+   *
+   * @generated from rpc mandate.v1.AuthorityGraphService.ApproveGraphVersion
+   */
+  approveGraphVersion: {
+    methodKind: "unary";
+    input: typeof ApproveGraphVersionRequestSchema;
+    output: typeof GraphVersionRefSchema;
+  },
+  /**
+   * approved → active: rebuilds the bundle. POLICY_APPROVER.
    *
    * @generated from rpc mandate.v1.AuthorityGraphService.PublishGraphVersion
    */
@@ -415,6 +642,26 @@ export const AuthorityGraphService: GenService<{
   getAuthorityGraph: {
     methodKind: "unary";
     input: typeof GetAuthorityGraphRequestSchema;
+    output: typeof AuthorityGraphSchema;
+  },
+  /**
+   * Lists every graph version (draft, approved, active, superseded), newest first.
+   *
+   * @generated from rpc mandate.v1.AuthorityGraphService.ListGraphVersions
+   */
+  listGraphVersions: {
+    methodKind: "unary";
+    input: typeof ListGraphVersionsRequestSchema;
+    output: typeof ListGraphVersionsResponseSchema;
+  },
+  /**
+   * Returns one graph version, whatever its state.
+   *
+   * @generated from rpc mandate.v1.AuthorityGraphService.GetGraphVersion
+   */
+  getGraphVersion: {
+    methodKind: "unary";
+    input: typeof GetGraphVersionRequestSchema;
     output: typeof AuthorityGraphSchema;
   },
 }> = /*@__PURE__*/

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/integrations.proto.
  */
 export const file_mandate_v1_integrations: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tYW5kYXRlL3YxL2ludGVncmF0aW9ucy5wcm90bxIKbWFuZGF0ZS52MSKAAgoLSW50ZWdyYXRpb24SFgoOaW50ZWdyYXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdhY3Rpb25zGAMgAygJEisKBXN0YXRlGAQgASgOMhwubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlEjYKEWNvbnRyYWN0X3ZlcnNpb25zGAUgAygLMhsubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb24SJQoIYWRhcHRlcnMYBiADKAsyEy5tYW5kYXRlLnYxLkFkYXB0ZXISLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AIKD0NvbnRyYWN0VmVyc2lvbhIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi8KBXN0YXRlGAMgASgOMiAubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb25TdGF0ZRIVCg1yZXNvdXJjZV9wYXRoGAQgASgJEkoKEGNvbnRleHRfYmluZGluZ3MYBSADKAsyMC5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbi5Db250ZXh0QmluZGluZ3NFbnRyeRIOCgZhdXRob3IYBiABKAkSEAoIYXBwcm92ZXIYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaNgoUQ29udGV4dEJpbmRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLbAQoHQWRhcHRlchISCgphZGFwdGVyX2lkGAEgASgJEhYKDmludGVncmF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEgoKcHVibGljX2tleRgEIAEoCRIrCgVzdGF0ZRgFIAEoDjIcLm1hbmRhdGUudjEuSW50ZWdyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRyb2xlGAcgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSI5ChhDcmVhdGVJbnRlZ3JhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIhkKF0xpc3RJbnRlZ3JhdGlvbnNSZXF1ZXN0IkkKGExpc3RJbnRlZ3JhdGlvbnNSZXNwb25zZRItCgxpbnRlZ3JhdGlvbnMYASADKAsyFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIi8KFUdldEludGVncmF0aW9uUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCSJBChdJbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki3gEKHENyZWF0ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSFQoNcmVzb3VyY2VfcGF0aBgCIAEoCRJXChBjb250ZXh0X2JpbmRpbmdzGAMgAygLMj0ubWFuZGF0ZS52MS5DcmVhdGVDb250cmFjdFZlcnNpb25SZXF1ZXN0LkNvbnRleHRCaW5kaW5nc0VudHJ5GjYKFENvbnRleHRCaW5kaW5nc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAodQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSDwoHdmVyc2lvbhgCIAEoBSJ5ChZSZWdpc3RlckFkYXB0ZXJSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIlCgRyb2xlGAQgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSJRChNBZGFwdGVyU3RhdGVSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEhIKCmFkYXB0ZXJfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJKoEBCgtBZGFwdGVyUm9sZRIcChhBREFQVEVSX1JPTEVfVU5TUEVDSUZJRUQQABIlChRBREFQVEVSX1JPTEVfQURBUFRFUhABGgvK8xgHYWRhcHRlchItChhBREFQVEVSX1JPTEVfREVTVElOQVRJT04QAhoPyvMYC2Rlc3RpbmF0aW9uKrsBChBJbnRlZ3JhdGlvblN0YXRlEiEKHUlOVEVHUkFUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKAoYSU5URUdSQVRJT05fU1RBVEVfQUNUSVZFEAEaCsrzGAZhY3RpdmUSLgobSU5URUdSQVRJT05fU1RBVEVfU1VTUEVOREVEEAIaDcrzGAlzdXNwZW5kZWQSKgoZSU5URUdSQVRJT05fU1RBVEVfUkVWT0tFRBADGgvK8xgHcmV2b2tlZCrXAQoUQ29udHJhY3RWZXJzaW9uU3RhdGUSJgoiQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEjEKH0NPTlRSQUNUX1ZFUlNJT05fU1RBVEVfUFJPUE9TRUQQARoMyvMYCHByb3Bvc2VkEi0KHUNPTlRSQUNUX1ZFUlNJT05fU1RBVEVfQUNUSVZFEAIaCsrzGAZhY3RpdmUSNQohQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9TVVBFUlNFREVEEAMaDsrzGApzdXBlcnNlZGVkMrAMChJJbnRlZ3JhdGlvblNlcnZpY2USbwoRQ3JlYXRlSW50ZWdyYXRpb24SJC5tYW5kYXRlLnYxLkNyZWF0ZUludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iG4LT5JMCFToBKiIQL3YxL2ludGVncmF0aW9ucxJ3ChBMaXN0SW50ZWdyYXRpb25zEiMubWFuZGF0ZS52MS5MaXN0SW50ZWdyYXRpb25zUmVxdWVzdBokLm1hbmRhdGUudjEuTGlzdEludGVncmF0aW9uc1Jlc3BvbnNlIhiC0+STAhISEC92MS9pbnRlZ3JhdGlvbnMSdwoOR2V0SW50ZWdyYXRpb24SIS5tYW5kYXRlLnYxLkdldEludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iKYLT5JMCIxIhL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9EogBChJTdXNwZW5kSW50ZWdyYXRpb24SIy5tYW5kYXRlLnYxLkludGVncmF0aW9uU3RhdGVSZXF1ZXN0GhcubWFuZGF0ZS52MS5JbnRlZ3JhdGlvbiI0gtPkkwIuOgEqIikvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vc3VzcGVuZBKOAQoVUmVhY3RpdmF0ZUludGVncmF0aW9uEiMubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iN4LT5JMCMToBKiIsL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L3JlYWN0aXZhdGUSngEKFUNyZWF0ZUNvbnRyYWN0VmVyc2lvbhIoLm1hbmRhdGUudjEuQ3JlYXRlQ29udHJhY3RWZXJzaW9uUmVxdWVzdBobLm1hbmRhdGUudjEuQ29udHJhY3RWZXJzaW9uIj6C0+STAjg6ASoiMy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9jb250cmFjdC12ZXJzaW9ucxKyAQoWQXBwcm92ZUNvbnRyYWN0VmVyc2lvbhIpLm1hbmRhdGUudjEuQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbiJQgtPkkwJKOgEqIkUvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vY29udHJhY3QtdmVyc2lvbnMve3ZlcnNpb259L2FwcHJvdmUSgQEKD1JlZ2lzdGVyQWRhcHRlchIiLm1hbmRhdGUudjEuUmVnaXN0ZXJBZGFwdGVyUmVxdWVzdBoTLm1hbmRhdGUudjEuQWRhcHRlciI1gtPkkwIvOgEqIiovdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vYWRhcHRlcnMSkgEKDlN1c3BlbmRBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkqC0+STAkQ6ASoiPy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vc3VzcGVuZBKYAQoRUmVhY3RpdmF0ZUFkYXB0ZXISHy5tYW5kYXRlLnYxLkFkYXB0ZXJTdGF0ZVJlcXVlc3QaEy5tYW5kYXRlLnYxLkFkYXB0ZXIiTYLT5JMCRzoBKiJCL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L2FkYXB0ZXJzL3thZGFwdGVyX2lkfS9yZWFjdGl2YXRlEpABCg1SZXZva2VBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkmC0+STAkM6ASoiPi92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vcmV2b2tlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
+  fileDesc("Ch1tYW5kYXRlL3YxL2ludGVncmF0aW9ucy5wcm90bxIKbWFuZGF0ZS52MSKAAgoLSW50ZWdyYXRpb24SFgoOaW50ZWdyYXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdhY3Rpb25zGAMgAygJEisKBXN0YXRlGAQgASgOMhwubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlEjYKEWNvbnRyYWN0X3ZlcnNpb25zGAUgAygLMhsubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb24SJQoIYWRhcHRlcnMYBiADKAsyEy5tYW5kYXRlLnYxLkFkYXB0ZXISLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi5AMKD0NvbnRyYWN0VmVyc2lvbhIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi8KBXN0YXRlGAMgASgOMiAubWFuZGF0ZS52MS5Db250cmFjdFZlcnNpb25TdGF0ZRIVCg1yZXNvdXJjZV9wYXRoGAQgASgJEkoKEGNvbnRleHRfYmluZGluZ3MYBSADKAsyMC5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbi5Db250ZXh0QmluZGluZ3NFbnRyeRIOCgZhdXRob3IYBiABKAkSEAoIYXBwcm92ZXIYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASQAoLZmllbGRfdHlwZXMYCSADKAsyKy5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbi5GaWVsZFR5cGVzRW50cnkaNgoUQ29udGV4dEJpbmRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARpICg9GaWVsZFR5cGVzRW50cnkSCwoDa2V5GAEgASgJEiQKBXZhbHVlGAIgASgLMhUubWFuZGF0ZS52MS5GaWVsZFR5cGU6AjgBIlYKCUZpZWxkVHlwZRInCgR0eXBlGAEgASgOMhkubWFuZGF0ZS52MS5GaWVsZFR5cGVLaW5kEhAKCHJlcXVpcmVkGAIgASgIEg4KBnZhbHVlcxgDIAMoCSLbAQoHQWRhcHRlchISCgphZGFwdGVyX2lkGAEgASgJEhYKDmludGVncmF0aW9uX2lkGAIgASgJEgwKBG5hbWUYAyABKAkSEgoKcHVibGljX2tleRgEIAEoCRIrCgVzdGF0ZRgFIAEoDjIcLm1hbmRhdGUudjEuSW50ZWdyYXRpb25TdGF0ZRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgRyb2xlGAcgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSI5ChhDcmVhdGVJbnRlZ3JhdGlvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgdhY3Rpb25zGAIgAygJIhkKF0xpc3RJbnRlZ3JhdGlvbnNSZXF1ZXN0IkkKGExpc3RJbnRlZ3JhdGlvbnNSZXNwb25zZRItCgxpbnRlZ3JhdGlvbnMYASADKAsyFy5tYW5kYXRlLnYxLkludGVncmF0aW9uIi8KFUdldEludGVncmF0aW9uUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCSJBChdJbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBIWCg5pbnRlZ3JhdGlvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAki9wIKHENyZWF0ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSFQoNcmVzb3VyY2VfcGF0aBgCIAEoCRJXChBjb250ZXh0X2JpbmRpbmdzGAMgAygLMj0ubWFuZGF0ZS52MS5DcmVhdGVDb250cmFjdFZlcnNpb25SZXF1ZXN0LkNvbnRleHRCaW5kaW5nc0VudHJ5Ek0KC2ZpZWxkX3R5cGVzGAQgAygLMjgubWFuZGF0ZS52MS5DcmVhdGVDb250cmFjdFZlcnNpb25SZXF1ZXN0LkZpZWxkVHlwZXNFbnRyeRo2ChRDb250ZXh0QmluZGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGkgKD0ZpZWxkVHlwZXNFbnRyeRILCgNrZXkYASABKAkSJAoFdmFsdWUYAiABKAsyFS5tYW5kYXRlLnYxLkZpZWxkVHlwZToCOAEiSAodQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QSFgoOaW50ZWdyYXRpb25faWQYASABKAkSDwoHdmVyc2lvbhgCIAEoBSJ5ChZSZWdpc3RlckFkYXB0ZXJSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKcHVibGljX2tleRgDIAEoCRIlCgRyb2xlGAQgASgOMhcubWFuZGF0ZS52MS5BZGFwdGVyUm9sZSJRChNBZGFwdGVyU3RhdGVSZXF1ZXN0EhYKDmludGVncmF0aW9uX2lkGAEgASgJEhIKCmFkYXB0ZXJfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJKoEBCgtBZGFwdGVyUm9sZRIcChhBREFQVEVSX1JPTEVfVU5TUEVDSUZJRUQQABIlChRBREFQVEVSX1JPTEVfQURBUFRFUhABGgvK8xgHYWRhcHRlchItChhBREFQVEVSX1JPTEVfREVTVElOQVRJT04QAhoPyvMYC2Rlc3RpbmF0aW9uKrsBChBJbnRlZ3JhdGlvblN0YXRlEiEKHUlOVEVHUkFUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKAoYSU5URUdSQVRJT05fU1RBVEVfQUNUSVZFEAEaCsrzGAZhY3RpdmUSLgobSU5URUdSQVRJT05fU1RBVEVfU1VTUEVOREVEEAIaDcrzGAlzdXNwZW5kZWQSKgoZSU5URUdSQVRJT05fU1RBVEVfUkVWT0tFRBADGgvK8xgHcmV2b2tlZCrXAQoUQ29udHJhY3RWZXJzaW9uU3RhdGUSJgoiQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEjEKH0NPTlRSQUNUX1ZFUlNJT05fU1RBVEVfUFJPUE9TRUQQARoMyvMYCHByb3Bvc2VkEi0KHUNPTlRSQUNUX1ZFUlNJT05fU1RBVEVfQUNUSVZFEAIaCsrzGAZhY3RpdmUSNQohQ09OVFJBQ1RfVkVSU0lPTl9TVEFURV9TVVBFUlNFREVEEAMaDsrzGApzdXBlcnNlZGVkKvwBCg1GaWVsZFR5cGVLaW5kEh8KG0ZJRUxEX1RZUEVfS0lORF9VTlNQRUNJRklFRBAAEiYKFkZJRUxEX1RZUEVfS0lORF9OVU1CRVIQARoKyvMYBm51bWJlchImChZGSUVMRF9UWVBFX0tJTkRfU1RSSU5HEAIaCsrzGAZzdHJpbmcSKAoXRklFTERfVFlQRV9LSU5EX0JPT0xFQU4QAxoLyvMYB2Jvb2xlYW4SLAoZRklFTERfVFlQRV9LSU5EX1RJTUVTVEFNUBAEGg3K8xgJdGltZXN0YW1wEiIKFEZJRUxEX1RZUEVfS0lORF9FTlVNEAUaCMrzGARlbnVtMrAMChJJbnRlZ3JhdGlvblNlcnZpY2USbwoRQ3JlYXRlSW50ZWdyYXRpb24SJC5tYW5kYXRlLnYxLkNyZWF0ZUludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iG4LT5JMCFToBKiIQL3YxL2ludGVncmF0aW9ucxJ3ChBMaXN0SW50ZWdyYXRpb25zEiMubWFuZGF0ZS52MS5MaXN0SW50ZWdyYXRpb25zUmVxdWVzdBokLm1hbmRhdGUudjEuTGlzdEludGVncmF0aW9uc1Jlc3BvbnNlIhiC0+STAhISEC92MS9pbnRlZ3JhdGlvbnMSdwoOR2V0SW50ZWdyYXRpb24SIS5tYW5kYXRlLnYxLkdldEludGVncmF0aW9uUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iKYLT5JMCIxIhL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9EogBChJTdXNwZW5kSW50ZWdyYXRpb24SIy5tYW5kYXRlLnYxLkludGVncmF0aW9uU3RhdGVSZXF1ZXN0GhcubWFuZGF0ZS52MS5JbnRlZ3JhdGlvbiI0gtPkkwIuOgEqIikvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vc3VzcGVuZBKOAQoVUmVhY3RpdmF0ZUludGVncmF0aW9uEiMubWFuZGF0ZS52MS5JbnRlZ3JhdGlvblN0YXRlUmVxdWVzdBoXLm1hbmRhdGUudjEuSW50ZWdyYXRpb24iN4LT5JMCMToBKiIsL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L3JlYWN0aXZhdGUSngEKFUNyZWF0ZUNvbnRyYWN0VmVyc2lvbhIoLm1hbmRhdGUudjEuQ3JlYXRlQ29udHJhY3RWZXJzaW9uUmVxdWVzdBobLm1hbmRhdGUudjEuQ29udHJhY3RWZXJzaW9uIj6C0+STAjg6ASoiMy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9jb250cmFjdC12ZXJzaW9ucxKyAQoWQXBwcm92ZUNvbnRyYWN0VmVyc2lvbhIpLm1hbmRhdGUudjEuQXBwcm92ZUNvbnRyYWN0VmVyc2lvblJlcXVlc3QaGy5tYW5kYXRlLnYxLkNvbnRyYWN0VmVyc2lvbiJQgtPkkwJKOgEqIkUvdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vY29udHJhY3QtdmVyc2lvbnMve3ZlcnNpb259L2FwcHJvdmUSgQEKD1JlZ2lzdGVyQWRhcHRlchIiLm1hbmRhdGUudjEuUmVnaXN0ZXJBZGFwdGVyUmVxdWVzdBoTLm1hbmRhdGUudjEuQWRhcHRlciI1gtPkkwIvOgEqIiovdjEvaW50ZWdyYXRpb25zL3tpbnRlZ3JhdGlvbl9pZH0vYWRhcHRlcnMSkgEKDlN1c3BlbmRBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkqC0+STAkQ6ASoiPy92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vc3VzcGVuZBKYAQoRUmVhY3RpdmF0ZUFkYXB0ZXISHy5tYW5kYXRlLnYxLkFkYXB0ZXJTdGF0ZVJlcXVlc3QaEy5tYW5kYXRlLnYxLkFkYXB0ZXIiTYLT5JMCRzoBKiJCL3YxL2ludGVncmF0aW9ucy97aW50ZWdyYXRpb25faWR9L2FkYXB0ZXJzL3thZGFwdGVyX2lkfS9yZWFjdGl2YXRlEpABCg1SZXZva2VBZGFwdGVyEh8ubWFuZGF0ZS52MS5BZGFwdGVyU3RhdGVSZXF1ZXN0GhMubWFuZGF0ZS52MS5BZGFwdGVyIkmC0+STAkM6ASoiPi92MS9pbnRlZ3JhdGlvbnMve2ludGVncmF0aW9uX2lkfS9hZGFwdGVycy97YWRhcHRlcl9pZH0vcmV2b2tlYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp, file_mandate_v1_options]);
 
 /**
  * An integration: a destination system some actions go to.
@@ -114,6 +114,15 @@ export type ContractVersion = Message<"mandate.v1.ContractVersion"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 8;
    */
   createdAt?: Timestamp;
+
+  /**
+   * Declared types of Intent fields, by field path ("amount", "context.po_number"):
+   * POST /v1/intents refuses (422 validation_failed naming the field) an Intent
+   * whose declared field is missing (when required) or of another type.
+   *
+   * @generated from field: map<string, mandate.v1.FieldType> field_types = 9;
+   */
+  fieldTypes: { [key: string]: FieldType };
 };
 
 /**
@@ -122,6 +131,37 @@ export type ContractVersion = Message<"mandate.v1.ContractVersion"> & {
  */
 export const ContractVersionSchema: GenMessage<ContractVersion> = /*@__PURE__*/
   messageDesc(file_mandate_v1_integrations, 1);
+
+/**
+ * The declared type of one Intent field.
+ *
+ * @generated from message mandate.v1.FieldType
+ */
+export type FieldType = Message<"mandate.v1.FieldType"> & {
+  /**
+   * @generated from field: mandate.v1.FieldTypeKind type = 1;
+   */
+  type: FieldTypeKind;
+
+  /**
+   * @generated from field: bool required = 2;
+   */
+  required: boolean;
+
+  /**
+   * The allowed values of an enum.
+   *
+   * @generated from field: repeated string values = 3;
+   */
+  values: string[];
+};
+
+/**
+ * Describes the message mandate.v1.FieldType.
+ * Use `create(FieldTypeSchema)` to create a new message.
+ */
+export const FieldTypeSchema: GenMessage<FieldType> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_integrations, 2);
 
 /**
  * A trusted adapter: a separately registered Ed25519 identity, never an agent.
@@ -170,7 +210,7 @@ export type Adapter = Message<"mandate.v1.Adapter"> & {
  * Use `create(AdapterSchema)` to create a new message.
  */
 export const AdapterSchema: GenMessage<Adapter> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 2);
+  messageDesc(file_mandate_v1_integrations, 3);
 
 /**
  * Request of CreateIntegration.
@@ -196,7 +236,7 @@ export type CreateIntegrationRequest = Message<"mandate.v1.CreateIntegrationRequ
  * Use `create(CreateIntegrationRequestSchema)` to create a new message.
  */
 export const CreateIntegrationRequestSchema: GenMessage<CreateIntegrationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 3);
+  messageDesc(file_mandate_v1_integrations, 4);
 
 /**
  * Request of ListIntegrations.
@@ -211,7 +251,7 @@ export type ListIntegrationsRequest = Message<"mandate.v1.ListIntegrationsReques
  * Use `create(ListIntegrationsRequestSchema)` to create a new message.
  */
 export const ListIntegrationsRequestSchema: GenMessage<ListIntegrationsRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 4);
+  messageDesc(file_mandate_v1_integrations, 5);
 
 /**
  * Response of ListIntegrations.
@@ -230,7 +270,7 @@ export type ListIntegrationsResponse = Message<"mandate.v1.ListIntegrationsRespo
  * Use `create(ListIntegrationsResponseSchema)` to create a new message.
  */
 export const ListIntegrationsResponseSchema: GenMessage<ListIntegrationsResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 5);
+  messageDesc(file_mandate_v1_integrations, 6);
 
 /**
  * Request of GetIntegration.
@@ -249,7 +289,7 @@ export type GetIntegrationRequest = Message<"mandate.v1.GetIntegrationRequest"> 
  * Use `create(GetIntegrationRequestSchema)` to create a new message.
  */
 export const GetIntegrationRequestSchema: GenMessage<GetIntegrationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 6);
+  messageDesc(file_mandate_v1_integrations, 7);
 
 /**
  * Request of SuspendIntegration and ReactivateIntegration.
@@ -273,7 +313,7 @@ export type IntegrationStateRequest = Message<"mandate.v1.IntegrationStateReques
  * Use `create(IntegrationStateRequestSchema)` to create a new message.
  */
 export const IntegrationStateRequestSchema: GenMessage<IntegrationStateRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 7);
+  messageDesc(file_mandate_v1_integrations, 8);
 
 /**
  * Request of CreateContractVersion.
@@ -295,6 +335,13 @@ export type CreateContractVersionRequest = Message<"mandate.v1.CreateContractVer
    * @generated from field: map<string, string> context_bindings = 3;
    */
   contextBindings: { [key: string]: string };
+
+  /**
+   * Declared types of Intent fields (see ContractVersion.field_types).
+   *
+   * @generated from field: map<string, mandate.v1.FieldType> field_types = 4;
+   */
+  fieldTypes: { [key: string]: FieldType };
 };
 
 /**
@@ -302,7 +349,7 @@ export type CreateContractVersionRequest = Message<"mandate.v1.CreateContractVer
  * Use `create(CreateContractVersionRequestSchema)` to create a new message.
  */
 export const CreateContractVersionRequestSchema: GenMessage<CreateContractVersionRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 8);
+  messageDesc(file_mandate_v1_integrations, 9);
 
 /**
  * Request of ApproveContractVersion.
@@ -326,7 +373,7 @@ export type ApproveContractVersionRequest = Message<"mandate.v1.ApproveContractV
  * Use `create(ApproveContractVersionRequestSchema)` to create a new message.
  */
 export const ApproveContractVersionRequestSchema: GenMessage<ApproveContractVersionRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 9);
+  messageDesc(file_mandate_v1_integrations, 10);
 
 /**
  * Request of RegisterAdapter.
@@ -364,7 +411,7 @@ export type RegisterAdapterRequest = Message<"mandate.v1.RegisterAdapterRequest"
  * Use `create(RegisterAdapterRequestSchema)` to create a new message.
  */
 export const RegisterAdapterRequestSchema: GenMessage<RegisterAdapterRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 10);
+  messageDesc(file_mandate_v1_integrations, 11);
 
 /**
  * Request of SuspendAdapter, ReactivateAdapter and RevokeAdapter.
@@ -393,7 +440,7 @@ export type AdapterStateRequest = Message<"mandate.v1.AdapterStateRequest"> & {
  * Use `create(AdapterStateRequestSchema)` to create a new message.
  */
 export const AdapterStateRequestSchema: GenMessage<AdapterStateRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_integrations, 11);
+  messageDesc(file_mandate_v1_integrations, 12);
 
 /**
  * What a registered integration identity is.
@@ -493,6 +540,53 @@ export enum ContractVersionState {
  */
 export const ContractVersionStateSchema: GenEnum<ContractVersionState> = /*@__PURE__*/
   enumDesc(file_mandate_v1_integrations, 2);
+
+/**
+ * Types an Intent field can be declared with.
+ *
+ * @generated from enum mandate.v1.FieldTypeKind
+ */
+export enum FieldTypeKind {
+  /**
+   * @generated from enum value: FIELD_TYPE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: FIELD_TYPE_KIND_NUMBER = 1;
+   */
+  NUMBER = 1,
+
+  /**
+   * @generated from enum value: FIELD_TYPE_KIND_STRING = 2;
+   */
+  STRING = 2,
+
+  /**
+   * @generated from enum value: FIELD_TYPE_KIND_BOOLEAN = 3;
+   */
+  BOOLEAN = 3,
+
+  /**
+   * An RFC 3339 date-time string.
+   *
+   * @generated from enum value: FIELD_TYPE_KIND_TIMESTAMP = 4;
+   */
+  TIMESTAMP = 4,
+
+  /**
+   * A string among `values`.
+   *
+   * @generated from enum value: FIELD_TYPE_KIND_ENUM = 5;
+   */
+  ENUM = 5,
+}
+
+/**
+ * Describes the enum mandate.v1.FieldTypeKind.
+ */
+export const FieldTypeKindSchema: GenEnum<FieldTypeKind> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_integrations, 3);
 
 /**
  * Integrations, their governance-approved contracts and trusted adapters.

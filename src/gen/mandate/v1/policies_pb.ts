@@ -5,7 +5,9 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../google/api/annotations_pb.js";
-import type { ListValue, Timestamp } from "@bufbuild/protobuf/wkt";
+import type { HttpBodySchema } from "../../google/api/httpbody_pb.js";
+import { file_google_api_httpbody } from "../../google/api/httpbody_pb.js";
+import type { ListValue, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Outcome } from "./decisions_pb.js";
 import { file_mandate_v1_decisions } from "./decisions_pb.js";
@@ -16,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/policies.proto.
  */
 export const file_mandate_v1_policies: GenFile = /*@__PURE__*/
-  fileDesc("ChltYW5kYXRlL3YxL3BvbGljaWVzLnByb3RvEgptYW5kYXRlLnYxIlgKDFBvbGljeVNvdXJjZRImCgVydWxlcxgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKcnVsZXNfeWFtbBgCIAEoCRIMCgRyZWdvGAMgASgJImYKEFBvbGljeVZlcnNpb25SZWYSEgoKcG9saWN5X2tleRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi0KBXN0YXRlGAMgASgOMh4ubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uU3RhdGUiiwIKDVBvbGljeVZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBRItCgVzdGF0ZRgCIAEoDjIeLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblN0YXRlEigKBnNvdXJjZRgDIAEoCzIYLm1hbmRhdGUudjEuUG9saWN5U291cmNlEgwKBHJlZ28YBCABKAkSDgoGYXV0aG9yGAUgASgJEhAKCGFwcHJvdmVyGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHB1Ymxpc2hlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidgoGUG9saWN5EhIKCnBvbGljeV9rZXkYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFgoOYWN0aXZlX3ZlcnNpb24YAyABKAUSKwoIdmVyc2lvbnMYBCADKAsyGS5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb24iaAoTQ3JlYXRlUG9saWN5UmVxdWVzdBISCgpwb2xpY3lfa2V5GAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEigKBnNvdXJjZRgDIAEoCzIYLm1hbmRhdGUudjEuUG9saWN5U291cmNlIhUKE0xpc3RQb2xpY2llc1JlcXVlc3QiPAoUTGlzdFBvbGljaWVzUmVzcG9uc2USJAoIcG9saWNpZXMYASADKAsyEi5tYW5kYXRlLnYxLlBvbGljeSImChBHZXRQb2xpY3lSZXF1ZXN0EhIKCnBvbGljeV9rZXkYASABKAkiWgoaQ3JlYXRlUG9saWN5VmVyc2lvblJlcXVlc3QSEgoKcG9saWN5X2tleRgBIAEoCRIoCgZzb3VyY2UYAiABKAsyGC5tYW5kYXRlLnYxLlBvbGljeVNvdXJjZSJBChpQb2xpY3lWZXJzaW9uQWN0aW9uUmVxdWVzdBISCgpwb2xpY3lfa2V5GAEgASgJEg8KB3ZlcnNpb24YAiABKAUixwEKFUV2YWx1YXRlUG9saWN5UmVxdWVzdBInCgZpbnRlbnQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ek4KD3BvbGljeV92ZXJzaW9ucxgCIAMoCzI1Lm1hbmRhdGUudjEuRXZhbHVhdGVQb2xpY3lSZXF1ZXN0LlBvbGljeVZlcnNpb25zRW50cnkaNQoTUG9saWN5VmVyc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBInkKFkV2YWx1YXRlUG9saWN5UmVzcG9uc2USJAoHb3V0Y29tZRgBIAEoDjITLm1hbmRhdGUudjEuT3V0Y29tZRIOCgZyZWFzb24YAiABKAkSKQoFdHJhY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlKqsCChJQb2xpY3lWZXJzaW9uU3RhdGUSJAogUE9MSUNZX1ZFUlNJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIpChpQT0xJQ1lfVkVSU0lPTl9TVEFURV9EUkFGVBABGgnK8xgFZHJhZnQSMQoeUE9MSUNZX1ZFUlNJT05fU1RBVEVfSU5fUkVWSUVXEAIaDcrzGAlpbl9yZXZpZXcSLwodUE9MSUNZX1ZFUlNJT05fU1RBVEVfQVBQUk9WRUQQAxoMyvMYCGFwcHJvdmVkEisKG1BPTElDWV9WRVJTSU9OX1NUQVRFX0FDVElWRRAEGgrK8xgGYWN0aXZlEjMKH1BPTElDWV9WRVJTSU9OX1NUQVRFX1NVUEVSU0VERUQQBRoOyvMYCnN1cGVyc2VkZWQyqAgKDVBvbGljeVNlcnZpY2USZgoMQ3JlYXRlUG9saWN5Eh8ubWFuZGF0ZS52MS5DcmVhdGVQb2xpY3lSZXF1ZXN0GhwubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uUmVmIheC0+STAhE6ASoiDC92MS9wb2xpY2llcxJnCgxMaXN0UG9saWNpZXMSHy5tYW5kYXRlLnYxLkxpc3RQb2xpY2llc1JlcXVlc3QaIC5tYW5kYXRlLnYxLkxpc3RQb2xpY2llc1Jlc3BvbnNlIhSC0+STAg4SDC92MS9wb2xpY2llcxJgCglHZXRQb2xpY3kSHC5tYW5kYXRlLnYxLkdldFBvbGljeVJlcXVlc3QaEi5tYW5kYXRlLnYxLlBvbGljeSIhgtPkkwIbEhkvdjEvcG9saWNpZXMve3BvbGljeV9rZXl9EooBChNDcmVhdGVQb2xpY3lWZXJzaW9uEiYubWFuZGF0ZS52MS5DcmVhdGVQb2xpY3lWZXJzaW9uUmVxdWVzdBocLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblJlZiItgtPkkwInOgEqIiIvdjEvcG9saWNpZXMve3BvbGljeV9rZXl9L3ZlcnNpb25zEpsBChNTdWJtaXRQb2xpY3lWZXJzaW9uEiYubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uQWN0aW9uUmVxdWVzdBocLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblJlZiI+gtPkkwI4OgEqIjMvdjEvcG9saWNpZXMve3BvbGljeV9rZXl9L3ZlcnNpb25zL3t2ZXJzaW9ufS9zdWJtaXQSnQEKFEFwcHJvdmVQb2xpY3lWZXJzaW9uEiYubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uQWN0aW9uUmVxdWVzdBocLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblJlZiI/gtPkkwI5OgEqIjQvdjEvcG9saWNpZXMve3BvbGljeV9rZXl9L3ZlcnNpb25zL3t2ZXJzaW9ufS9hcHByb3ZlEp0BChRQdWJsaXNoUG9saWN5VmVyc2lvbhImLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvbkFjdGlvblJlcXVlc3QaHC5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb25SZWYiP4LT5JMCOToBKiI0L3YxL3BvbGljaWVzL3twb2xpY3lfa2V5fS92ZXJzaW9ucy97dmVyc2lvbn0vcHVibGlzaBJ5Cg5FdmFsdWF0ZVBvbGljeRIhLm1hbmRhdGUudjEuRXZhbHVhdGVQb2xpY3lSZXF1ZXN0GiIubWFuZGF0ZS52MS5FdmFsdWF0ZVBvbGljeVJlc3BvbnNlIiCC0+STAho6ASoiFS92MS9wb2xpY2llczpldmFsdWF0ZWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_mandate_v1_decisions, file_mandate_v1_options]);
+  fileDesc("ChltYW5kYXRlL3YxL3BvbGljaWVzLnByb3RvEgptYW5kYXRlLnYxIlgKDFBvbGljeVNvdXJjZRImCgVydWxlcxgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKcnVsZXNfeWFtbBgCIAEoCRIMCgRyZWdvGAMgASgJImYKEFBvbGljeVZlcnNpb25SZWYSEgoKcG9saWN5X2tleRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFEi0KBXN0YXRlGAMgASgOMh4ubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uU3RhdGUiiwIKDVBvbGljeVZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBRItCgVzdGF0ZRgCIAEoDjIeLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblN0YXRlEigKBnNvdXJjZRgDIAEoCzIYLm1hbmRhdGUudjEuUG9saWN5U291cmNlEgwKBHJlZ28YBCABKAkSDgoGYXV0aG9yGAUgASgJEhAKCGFwcHJvdmVyGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHB1Ymxpc2hlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidgoGUG9saWN5EhIKCnBvbGljeV9rZXkYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFgoOYWN0aXZlX3ZlcnNpb24YAyABKAUSKwoIdmVyc2lvbnMYBCADKAsyGS5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb24iaAoTQ3JlYXRlUG9saWN5UmVxdWVzdBISCgpwb2xpY3lfa2V5GAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEigKBnNvdXJjZRgDIAEoCzIYLm1hbmRhdGUudjEuUG9saWN5U291cmNlIhUKE0xpc3RQb2xpY2llc1JlcXVlc3QiPAoUTGlzdFBvbGljaWVzUmVzcG9uc2USJAoIcG9saWNpZXMYASADKAsyEi5tYW5kYXRlLnYxLlBvbGljeSImChBHZXRQb2xpY3lSZXF1ZXN0EhIKCnBvbGljeV9rZXkYASABKAkiWgoaQ3JlYXRlUG9saWN5VmVyc2lvblJlcXVlc3QSEgoKcG9saWN5X2tleRgBIAEoCRIoCgZzb3VyY2UYAiABKAsyGC5tYW5kYXRlLnYxLlBvbGljeVNvdXJjZSJBChpQb2xpY3lWZXJzaW9uQWN0aW9uUmVxdWVzdBISCgpwb2xpY3lfa2V5GAEgASgJEg8KB3ZlcnNpb24YAiABKAUihwIKFUV2YWx1YXRlUG9saWN5UmVxdWVzdBInCgZpbnRlbnQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ek4KD3BvbGljeV92ZXJzaW9ucxgCIAMoCzI1Lm1hbmRhdGUudjEuRXZhbHVhdGVQb2xpY3lSZXF1ZXN0LlBvbGljeVZlcnNpb25zRW50cnkSJwoDbm93GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1ncmFwaF92ZXJzaW9uGAQgASgFGjUKE1BvbGljeVZlcnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKEAQoPRmFpbGVkQ29uZGl0aW9uEg0KBWZpZWxkGAEgASgJEhAKCG9wZXJhdG9yGAIgASgJEigKCGV4cGVjdGVkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBmFjdHVhbBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSLXAQoOUnVsZUV2YWx1YXRpb24SEgoKcG9saWN5X2tleRgBIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgCIAEoBRIPCgdydWxlX2lkGAMgASgJEg0KBWZpcmVkGAQgASgIEiQKB291dGNvbWUYBSABKA4yEy5tYW5kYXRlLnYxLk91dGNvbWUSDgoGcmVhc29uGAYgASgJEjUKEGZhaWxlZF9jb25kaXRpb24YByABKAsyGy5tYW5kYXRlLnYxLkZhaWxlZENvbmRpdGlvbhIMCgRsaW5lGAggASgFIoMDChZFdmFsdWF0ZVBvbGljeVJlc3BvbnNlEiQKB291dGNvbWUYASABKA4yEy5tYW5kYXRlLnYxLk91dGNvbWUSDgoGcmVhc29uGAIgASgJEikKBXRyYWNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRJPCg9wb2xpY3lfdmVyc2lvbnMYBCADKAsyNi5tYW5kYXRlLnYxLkV2YWx1YXRlUG9saWN5UmVzcG9uc2UuUG9saWN5VmVyc2lvbnNFbnRyeRIVCg1ncmFwaF92ZXJzaW9uGAUgASgFEhUKDWJ1bmRsZV9kaWdlc3QYBiABKAkSKQoFcnVsZXMYByADKAsyGi5tYW5kYXRlLnYxLlJ1bGVFdmFsdWF0aW9uEicKA25vdxgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaNQoTUG9saWN5VmVyc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIsQBChVSZXBsYXlQb2xpY2llc1JlcXVlc3QSTgoPcG9saWN5X3ZlcnNpb25zGAEgAygLMjUubWFuZGF0ZS52MS5SZXBsYXlQb2xpY2llc1JlcXVlc3QuUG9saWN5VmVyc2lvbnNFbnRyeRIVCg1ncmFwaF92ZXJzaW9uGAIgASgFEg0KBWxpbWl0GAMgASgFGjUKE1BvbGljeVZlcnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASJFCg1PdXRjb21lUmVhc29uEiQKB291dGNvbWUYASABKA4yEy5tYW5kYXRlLnYxLk91dGNvbWUSDgoGcmVhc29uGAIgASgJInEKClJlcGxheUZsaXASEwoLZGVjaXNpb25faWQYASABKAkSJgoDb2xkGAIgASgLMhkubWFuZGF0ZS52MS5PdXRjb21lUmVhc29uEiYKA25ldxgDIAEoCzIZLm1hbmRhdGUudjEuT3V0Y29tZVJlYXNvbiJ0Cg9SZXBsYXlGbGlwQ291bnQSKAoLb2xkX291dGNvbWUYASABKA4yEy5tYW5kYXRlLnYxLk91dGNvbWUSKAoLbmV3X291dGNvbWUYAiABKA4yEy5tYW5kYXRlLnYxLk91dGNvbWUSDQoFY291bnQYAyABKAUi1AIKFlJlcGxheVBvbGljaWVzUmVzcG9uc2USEQoJZXZhbHVhdGVkGAEgASgFEhEKCXVuY2hhbmdlZBgCIAEoBRInCgdmbGlwcGVkGAMgAygLMhYubWFuZGF0ZS52MS5SZXBsYXlGbGlwEjUKEGZsaXBzX2J5X291dGNvbWUYBCADKAsyGy5tYW5kYXRlLnYxLlJlcGxheUZsaXBDb3VudBJPCg9wb2xpY3lfdmVyc2lvbnMYBSADKAsyNi5tYW5kYXRlLnYxLlJlcGxheVBvbGljaWVzUmVzcG9uc2UuUG9saWN5VmVyc2lvbnNFbnRyeRIVCg1ncmFwaF92ZXJzaW9uGAYgASgFEhUKDWJ1bmRsZV9kaWdlc3QYByABKAkaNQoTUG9saWN5VmVyc2lvbnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIjcKE1BvbGljeUNoYW5nZVJlcXVlc3QSEgoKcG9saWN5X2tleRgBIAEoCRIMCgRub3RlGAIgASgJIrMCCgxQb2xpY3lDaGFuZ2USEgoKcG9saWN5X2tleRgBIAEoCRIqCgRraW5kGAIgASgOMhwubWFuZGF0ZS52MS5Qb2xpY3lDaGFuZ2VLaW5kEiwKBXN0YXRlGAMgASgOMh0ubWFuZGF0ZS52MS5Qb2xpY3lDaGFuZ2VTdGF0ZRIUCgxmcm9tX3ZlcnNpb24YBCABKAUSEgoKdG9fdmVyc2lvbhgFIAEoBRIUCgxyZXF1ZXN0ZWRfYnkYBiABKAkSEwoLYXBwcm92ZWRfYnkYByABKAkSMAoMcmVxdWVzdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgphcHBsaWVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIiChBHZXRCdW5kbGVSZXF1ZXN0Eg4KBmRpZ2VzdBgBIAEoCSrcAgoSUG9saWN5VmVyc2lvblN0YXRlEiQKIFBPTElDWV9WRVJTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKQoaUE9MSUNZX1ZFUlNJT05fU1RBVEVfRFJBRlQQARoJyvMYBWRyYWZ0EjEKHlBPTElDWV9WRVJTSU9OX1NUQVRFX0lOX1JFVklFVxACGg3K8xgJaW5fcmV2aWV3Ei8KHVBPTElDWV9WRVJTSU9OX1NUQVRFX0FQUFJPVkVEEAMaDMrzGAhhcHByb3ZlZBIrChtQT0xJQ1lfVkVSU0lPTl9TVEFURV9BQ1RJVkUQBBoKyvMYBmFjdGl2ZRIzCh9QT0xJQ1lfVkVSU0lPTl9TVEFURV9TVVBFUlNFREVEEAUaDsrzGApzdXBlcnNlZGVkEi8KHVBPTElDWV9WRVJTSU9OX1NUQVRFX0RJU0FCTEVEEAYaDMrzGAhkaXNhYmxlZCqSAQoQUG9saWN5Q2hhbmdlS2luZBIiCh5QT0xJQ1lfQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABItChtQT0xJQ1lfQ0hBTkdFX0tJTkRfUk9MTEJBQ0sQARoMyvMYCHJvbGxiYWNrEisKGlBPTElDWV9DSEFOR0VfS0lORF9ESVNBQkxFEAIaC8rzGAdkaXNhYmxlKqYBChFQb2xpY3lDaGFuZ2VTdGF0ZRIjCh9QT0xJQ1lfQ0hBTkdFX1NUQVRFX1VOU1BFQ0lGSUVEEAASPgokUE9MSUNZX0NIQU5HRV9TVEFURV9QRU5ESU5HX0FQUFJPVkFMEAEaFMrzGBBwZW5kaW5nX2FwcHJvdmFsEiwKG1BPTElDWV9DSEFOR0VfU1RBVEVfQVBQTElFRBACGgvK8xgHYXBwbGllZDL2CwoNUG9saWN5U2VydmljZRJmCgxDcmVhdGVQb2xpY3kSHy5tYW5kYXRlLnYxLkNyZWF0ZVBvbGljeVJlcXVlc3QaHC5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb25SZWYiF4LT5JMCEToBKiIML3YxL3BvbGljaWVzEmcKDExpc3RQb2xpY2llcxIfLm1hbmRhdGUudjEuTGlzdFBvbGljaWVzUmVxdWVzdBogLm1hbmRhdGUudjEuTGlzdFBvbGljaWVzUmVzcG9uc2UiFILT5JMCDhIML3YxL3BvbGljaWVzEmAKCUdldFBvbGljeRIcLm1hbmRhdGUudjEuR2V0UG9saWN5UmVxdWVzdBoSLm1hbmRhdGUudjEuUG9saWN5IiGC0+STAhsSGS92MS9wb2xpY2llcy97cG9saWN5X2tleX0SigEKE0NyZWF0ZVBvbGljeVZlcnNpb24SJi5tYW5kYXRlLnYxLkNyZWF0ZVBvbGljeVZlcnNpb25SZXF1ZXN0GhwubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uUmVmIi2C0+STAic6ASoiIi92MS9wb2xpY2llcy97cG9saWN5X2tleX0vdmVyc2lvbnMSmwEKE1N1Ym1pdFBvbGljeVZlcnNpb24SJi5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb25BY3Rpb25SZXF1ZXN0GhwubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uUmVmIj6C0+STAjg6ASoiMy92MS9wb2xpY2llcy97cG9saWN5X2tleX0vdmVyc2lvbnMve3ZlcnNpb259L3N1Ym1pdBKdAQoUQXBwcm92ZVBvbGljeVZlcnNpb24SJi5tYW5kYXRlLnYxLlBvbGljeVZlcnNpb25BY3Rpb25SZXF1ZXN0GhwubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uUmVmIj+C0+STAjk6ASoiNC92MS9wb2xpY2llcy97cG9saWN5X2tleX0vdmVyc2lvbnMve3ZlcnNpb259L2FwcHJvdmUSnQEKFFB1Ymxpc2hQb2xpY3lWZXJzaW9uEiYubWFuZGF0ZS52MS5Qb2xpY3lWZXJzaW9uQWN0aW9uUmVxdWVzdBocLm1hbmRhdGUudjEuUG9saWN5VmVyc2lvblJlZiI/gtPkkwI5OgEqIjQvdjEvcG9saWNpZXMve3BvbGljeV9rZXl9L3ZlcnNpb25zL3t2ZXJzaW9ufS9wdWJsaXNoEnkKDkV2YWx1YXRlUG9saWN5EiEubWFuZGF0ZS52MS5FdmFsdWF0ZVBvbGljeVJlcXVlc3QaIi5tYW5kYXRlLnYxLkV2YWx1YXRlUG9saWN5UmVzcG9uc2UiIILT5JMCGjoBKiIVL3YxL3BvbGljaWVzOmV2YWx1YXRlEncKDlJlcGxheVBvbGljaWVzEiEubWFuZGF0ZS52MS5SZXBsYXlQb2xpY2llc1JlcXVlc3QaIi5tYW5kYXRlLnYxLlJlcGxheVBvbGljaWVzUmVzcG9uc2UiHoLT5JMCGDoBKiITL3YxL3BvbGljaWVzOnJlcGxheRJ6Cg5Sb2xsYmFja1BvbGljeRIfLm1hbmRhdGUudjEuUG9saWN5Q2hhbmdlUmVxdWVzdBoYLm1hbmRhdGUudjEuUG9saWN5Q2hhbmdlIi2C0+STAic6ASoiIi92MS9wb2xpY2llcy97cG9saWN5X2tleX06cm9sbGJhY2sSeAoNRGlzYWJsZVBvbGljeRIfLm1hbmRhdGUudjEuUG9saWN5Q2hhbmdlUmVxdWVzdBoYLm1hbmRhdGUudjEuUG9saWN5Q2hhbmdlIiyC0+STAiY6ASoiIS92MS9wb2xpY2llcy97cG9saWN5X2tleX06ZGlzYWJsZRJdCglHZXRCdW5kbGUSHC5tYW5kYXRlLnYxLkdldEJ1bmRsZVJlcXVlc3QaFC5nb29nbGUuYXBpLkh0dHBCb2R5IhyC0+STAhYSFC92MS9idW5kbGVzL3tkaWdlc3R9YgZwcm90bzM", [file_google_api_annotations, file_google_api_httpbody, file_google_protobuf_struct, file_google_protobuf_timestamp, file_mandate_v1_decisions, file_mandate_v1_options]);
 
 /**
  * The source of a policy version: exactly one of `rules` (a runtime policy
@@ -323,6 +325,21 @@ export type EvaluatePolicyRequest = Message<"mandate.v1.EvaluatePolicyRequest"> 
    * @generated from field: map<string, int32> policy_versions = 2;
    */
   policyVersions: { [key: string]: number };
+
+  /**
+   * The evaluation's `now` (delegation validity, time conditions); the
+   * server's clock when unset.
+   *
+   * @generated from field: google.protobuf.Timestamp now = 3;
+   */
+  now?: Timestamp;
+
+  /**
+   * Evaluate this graph version (any state) instead of the active one; 0 = active.
+   *
+   * @generated from field: int32 graph_version = 4;
+   */
+  graphVersion: number;
 };
 
 /**
@@ -331,6 +348,108 @@ export type EvaluatePolicyRequest = Message<"mandate.v1.EvaluatePolicyRequest"> 
  */
 export const EvaluatePolicyRequestSchema: GenMessage<EvaluatePolicyRequest> = /*@__PURE__*/
   messageDesc(file_mandate_v1_policies, 10);
+
+/**
+ * A condition of a rule that did not hold, with the value the input had.
+ *
+ * @generated from message mandate.v1.FailedCondition
+ */
+export type FailedCondition = Message<"mandate.v1.FailedCondition"> & {
+  /**
+   * The Intent field, e.g. "amount" or "context.vendor_age_days".
+   *
+   * @generated from field: string field = 1;
+   */
+  field: string;
+
+  /**
+   * The operator, e.g. "lt", "in", "exists".
+   *
+   * @generated from field: string operator = 2;
+   */
+  operator: string;
+
+  /**
+   * The value the rule compares with.
+   *
+   * @generated from field: google.protobuf.Value expected = 3;
+   */
+  expected?: Value;
+
+  /**
+   * The value the input had (null when the field is missing).
+   *
+   * @generated from field: google.protobuf.Value actual = 4;
+   */
+  actual?: Value;
+};
+
+/**
+ * Describes the message mandate.v1.FailedCondition.
+ * Use `create(FailedConditionSchema)` to create a new message.
+ */
+export const FailedConditionSchema: GenMessage<FailedCondition> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 11);
+
+/**
+ * What one rule of a policy concerned did with the Intent.
+ *
+ * @generated from message mandate.v1.RuleEvaluation
+ */
+export type RuleEvaluation = Message<"mandate.v1.RuleEvaluation"> & {
+  /**
+   * @generated from field: string policy_key = 1;
+   */
+  policyKey: string;
+
+  /**
+   * @generated from field: int32 policy_version = 2;
+   */
+  policyVersion: number;
+
+  /**
+   * @generated from field: string rule_id = 3;
+   */
+  ruleId: string;
+
+  /**
+   * @generated from field: bool fired = 4;
+   */
+  fired: boolean;
+
+  /**
+   * Set when fired.
+   *
+   * @generated from field: mandate.v1.Outcome outcome = 5;
+   */
+  outcome: Outcome;
+
+  /**
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * Set when not fired: the first condition that did not hold.
+   *
+   * @generated from field: mandate.v1.FailedCondition failed_condition = 7;
+   */
+  failedCondition?: FailedCondition;
+
+  /**
+   * Line of the rule in its rules document (0 for hand-written Rego).
+   *
+   * @generated from field: int32 line = 8;
+   */
+  line: number;
+};
+
+/**
+ * Describes the message mandate.v1.RuleEvaluation.
+ * Use `create(RuleEvaluationSchema)` to create a new message.
+ */
+export const RuleEvaluationSchema: GenMessage<RuleEvaluation> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 12);
 
 /**
  * Response of EvaluatePolicy.
@@ -354,6 +473,39 @@ export type EvaluatePolicyResponse = Message<"mandate.v1.EvaluatePolicyResponse"
    * @generated from field: google.protobuf.ListValue trace = 3;
    */
   trace?: ListValue;
+
+  /**
+   * The policy versions evaluated, by policy key.
+   *
+   * @generated from field: map<string, int32> policy_versions = 4;
+   */
+  policyVersions: { [key: string]: number };
+
+  /**
+   * @generated from field: int32 graph_version = 5;
+   */
+  graphVersion: number;
+
+  /**
+   * sha256 of the bundle evaluated (hex), downloadable at GET /v1/bundles/{digest}.
+   *
+   * @generated from field: string bundle_digest = 6;
+   */
+  bundleDigest: string;
+
+  /**
+   * Every rule of the policies covering the action: whether it fired and, if not, why.
+   *
+   * @generated from field: repeated mandate.v1.RuleEvaluation rules = 7;
+   */
+  rules: RuleEvaluation[];
+
+  /**
+   * The `now` the evaluation used.
+   *
+   * @generated from field: google.protobuf.Timestamp now = 8;
+   */
+  now?: Timestamp;
 };
 
 /**
@@ -361,7 +513,293 @@ export type EvaluatePolicyResponse = Message<"mandate.v1.EvaluatePolicyResponse"
  * Use `create(EvaluatePolicyResponseSchema)` to create a new message.
  */
 export const EvaluatePolicyResponseSchema: GenMessage<EvaluatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_policies, 11);
+  messageDesc(file_mandate_v1_policies, 13);
+
+/**
+ * Request of ReplayPolicies.
+ *
+ * @generated from message mandate.v1.ReplayPoliciesRequest
+ */
+export type ReplayPoliciesRequest = Message<"mandate.v1.ReplayPoliciesRequest"> & {
+  /**
+   * Draft (or any) versions to evaluate instead of the active ones, by policy key.
+   *
+   * @generated from field: map<string, int32> policy_versions = 1;
+   */
+  policyVersions: { [key: string]: number };
+
+  /**
+   * A graph version to evaluate instead of the active one; 0 = active.
+   *
+   * @generated from field: int32 graph_version = 2;
+   */
+  graphVersion: number;
+
+  /**
+   * How many of the latest recorded Intents to replay: default 1,000, at most 10,000.
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message mandate.v1.ReplayPoliciesRequest.
+ * Use `create(ReplayPoliciesRequestSchema)` to create a new message.
+ */
+export const ReplayPoliciesRequestSchema: GenMessage<ReplayPoliciesRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 14);
+
+/**
+ * An outcome and its reason.
+ *
+ * @generated from message mandate.v1.OutcomeReason
+ */
+export type OutcomeReason = Message<"mandate.v1.OutcomeReason"> & {
+  /**
+   * @generated from field: mandate.v1.Outcome outcome = 1;
+   */
+  outcome: Outcome;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message mandate.v1.OutcomeReason.
+ * Use `create(OutcomeReasonSchema)` to create a new message.
+ */
+export const OutcomeReasonSchema: GenMessage<OutcomeReason> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 15);
+
+/**
+ * A recorded decision that the replayed policies decide differently.
+ *
+ * @generated from message mandate.v1.ReplayFlip
+ */
+export type ReplayFlip = Message<"mandate.v1.ReplayFlip"> & {
+  /**
+   * @generated from field: string decision_id = 1;
+   */
+  decisionId: string;
+
+  /**
+   * The recorded outcome and reason.
+   *
+   * @generated from field: mandate.v1.OutcomeReason old = 2;
+   */
+  old?: OutcomeReason;
+
+  /**
+   * What the replayed policies decide.
+   *
+   * @generated from field: mandate.v1.OutcomeReason new = 3;
+   */
+  new?: OutcomeReason;
+};
+
+/**
+ * Describes the message mandate.v1.ReplayFlip.
+ * Use `create(ReplayFlipSchema)` to create a new message.
+ */
+export const ReplayFlipSchema: GenMessage<ReplayFlip> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 16);
+
+/**
+ * How many decisions went from one outcome to another.
+ *
+ * @generated from message mandate.v1.ReplayFlipCount
+ */
+export type ReplayFlipCount = Message<"mandate.v1.ReplayFlipCount"> & {
+  /**
+   * @generated from field: mandate.v1.Outcome old_outcome = 1;
+   */
+  oldOutcome: Outcome;
+
+  /**
+   * @generated from field: mandate.v1.Outcome new_outcome = 2;
+   */
+  newOutcome: Outcome;
+
+  /**
+   * @generated from field: int32 count = 3;
+   */
+  count: number;
+};
+
+/**
+ * Describes the message mandate.v1.ReplayFlipCount.
+ * Use `create(ReplayFlipCountSchema)` to create a new message.
+ */
+export const ReplayFlipCountSchema: GenMessage<ReplayFlipCount> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 17);
+
+/**
+ * Response of ReplayPolicies.
+ *
+ * @generated from message mandate.v1.ReplayPoliciesResponse
+ */
+export type ReplayPoliciesResponse = Message<"mandate.v1.ReplayPoliciesResponse"> & {
+  /**
+   * @generated from field: int32 evaluated = 1;
+   */
+  evaluated: number;
+
+  /**
+   * @generated from field: int32 unchanged = 2;
+   */
+  unchanged: number;
+
+  /**
+   * The decisions whose outcome or reason changes, newest first.
+   *
+   * @generated from field: repeated mandate.v1.ReplayFlip flipped = 3;
+   */
+  flipped: ReplayFlip[];
+
+  /**
+   * The flips summed by old → new outcome.
+   *
+   * @generated from field: repeated mandate.v1.ReplayFlipCount flips_by_outcome = 4;
+   */
+  flipsByOutcome: ReplayFlipCount[];
+
+  /**
+   * The versions and bundle the replay evaluated.
+   *
+   * @generated from field: map<string, int32> policy_versions = 5;
+   */
+  policyVersions: { [key: string]: number };
+
+  /**
+   * @generated from field: int32 graph_version = 6;
+   */
+  graphVersion: number;
+
+  /**
+   * @generated from field: string bundle_digest = 7;
+   */
+  bundleDigest: string;
+};
+
+/**
+ * Describes the message mandate.v1.ReplayPoliciesResponse.
+ * Use `create(ReplayPoliciesResponseSchema)` to create a new message.
+ */
+export const ReplayPoliciesResponseSchema: GenMessage<ReplayPoliciesResponse> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 18);
+
+/**
+ * Request of RollbackPolicy and DisablePolicy.
+ *
+ * @generated from message mandate.v1.PolicyChangeRequest
+ */
+export type PolicyChangeRequest = Message<"mandate.v1.PolicyChangeRequest"> & {
+  /**
+   * @generated from field: string policy_key = 1;
+   */
+  policyKey: string;
+
+  /**
+   * Why; recorded in the evidence.
+   *
+   * @generated from field: string note = 2;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message mandate.v1.PolicyChangeRequest.
+ * Use `create(PolicyChangeRequestSchema)` to create a new message.
+ */
+export const PolicyChangeRequestSchema: GenMessage<PolicyChangeRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 19);
+
+/**
+ * A four-eyes change to an active policy.
+ *
+ * @generated from message mandate.v1.PolicyChange
+ */
+export type PolicyChange = Message<"mandate.v1.PolicyChange"> & {
+  /**
+   * @generated from field: string policy_key = 1;
+   */
+  policyKey: string;
+
+  /**
+   * @generated from field: mandate.v1.PolicyChangeKind kind = 2;
+   */
+  kind: PolicyChangeKind;
+
+  /**
+   * @generated from field: mandate.v1.PolicyChangeState state = 3;
+   */
+  state: PolicyChangeState;
+
+  /**
+   * The version active when the change was requested.
+   *
+   * @generated from field: int32 from_version = 4;
+   */
+  fromVersion: number;
+
+  /**
+   * The version active once applied (0 for disable).
+   *
+   * @generated from field: int32 to_version = 5;
+   */
+  toVersion: number;
+
+  /**
+   * @generated from field: string requested_by = 6;
+   */
+  requestedBy: string;
+
+  /**
+   * @generated from field: string approved_by = 7;
+   */
+  approvedBy: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp requested_at = 8;
+   */
+  requestedAt?: Timestamp;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp applied_at = 9;
+   */
+  appliedAt?: Timestamp;
+};
+
+/**
+ * Describes the message mandate.v1.PolicyChange.
+ * Use `create(PolicyChangeSchema)` to create a new message.
+ */
+export const PolicyChangeSchema: GenMessage<PolicyChange> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 20);
+
+/**
+ * Request of GetBundle.
+ *
+ * @generated from message mandate.v1.GetBundleRequest
+ */
+export type GetBundleRequest = Message<"mandate.v1.GetBundleRequest"> & {
+  /**
+   * sha256 hex of the bundle.
+   *
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+};
+
+/**
+ * Describes the message mandate.v1.GetBundleRequest.
+ * Use `create(GetBundleRequestSchema)` to create a new message.
+ */
+export const GetBundleRequestSchema: GenMessage<GetBundleRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_policies, 21);
 
 /**
  * Lifecycle of a policy version.
@@ -395,11 +833,18 @@ export enum PolicyVersionState {
   ACTIVE = 4,
 
   /**
-   * A formerly active version replaced by a later publication.
+   * A formerly active version replaced by a later publication or a rollback.
    *
    * @generated from enum value: POLICY_VERSION_STATE_SUPERSEDED = 5;
    */
   SUPERSEDED = 5,
+
+  /**
+   * A formerly active version deactivated by DisablePolicy.
+   *
+   * @generated from enum value: POLICY_VERSION_STATE_DISABLED = 6;
+   */
+  DISABLED = 6,
 }
 
 /**
@@ -407,6 +852,66 @@ export enum PolicyVersionState {
  */
 export const PolicyVersionStateSchema: GenEnum<PolicyVersionState> = /*@__PURE__*/
   enumDesc(file_mandate_v1_policies, 0);
+
+/**
+ * Kinds of four-eyes changes to an active policy.
+ *
+ * @generated from enum mandate.v1.PolicyChangeKind
+ */
+export enum PolicyChangeKind {
+  /**
+   * @generated from enum value: POLICY_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: POLICY_CHANGE_KIND_ROLLBACK = 1;
+   */
+  ROLLBACK = 1,
+
+  /**
+   * @generated from enum value: POLICY_CHANGE_KIND_DISABLE = 2;
+   */
+  DISABLE = 2,
+}
+
+/**
+ * Describes the enum mandate.v1.PolicyChangeKind.
+ */
+export const PolicyChangeKindSchema: GenEnum<PolicyChangeKind> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_policies, 1);
+
+/**
+ * States of a four-eyes change.
+ *
+ * @generated from enum mandate.v1.PolicyChangeState
+ */
+export enum PolicyChangeState {
+  /**
+   * @generated from enum value: POLICY_CHANGE_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Requested; waiting for a second identity.
+   *
+   * @generated from enum value: POLICY_CHANGE_STATE_PENDING_APPROVAL = 1;
+   */
+  PENDING_APPROVAL = 1,
+
+  /**
+   * Approved by a second identity and applied.
+   *
+   * @generated from enum value: POLICY_CHANGE_STATE_APPLIED = 2;
+   */
+  APPLIED = 2,
+}
+
+/**
+ * Describes the enum mandate.v1.PolicyChangeState.
+ */
+export const PolicyChangeStateSchema: GenEnum<PolicyChangeState> = /*@__PURE__*/
+  enumDesc(file_mandate_v1_policies, 2);
 
 /**
  * Runtime Policies: draft → in_review → approved → active (compiled to WASM by opa).
@@ -486,7 +991,9 @@ export const PolicyService: GenService<{
     output: typeof PolicyVersionRefSchema;
   },
   /**
-   * Dry run of an Intent; records nothing.
+   * Dry run of an Intent; records nothing. The Intent is validated exactly as
+   * POST /v1/intents validates it; a rule failing at run time answers 422
+   * `policy_runtime_error` with file, line and column.
    *
    * @generated from rpc mandate.v1.PolicyService.EvaluatePolicy
    */
@@ -494,6 +1001,54 @@ export const PolicyService: GenService<{
     methodKind: "unary";
     input: typeof EvaluatePolicyRequestSchema;
     output: typeof EvaluatePolicyResponseSchema;
+  },
+  /**
+   * Shadow diff: evaluates draft policy versions and/or a draft graph version
+   * against the organization's last recorded Intents, each at its recorded
+   * `now`, and reports which decisions would change. Records nothing.
+   * POLICY_AUTHOR or POLICY_APPROVER.
+   *
+   * @generated from rpc mandate.v1.PolicyService.ReplayPolicies
+   */
+  replayPolicies: {
+    methodKind: "unary";
+    input: typeof ReplayPoliciesRequestSchema;
+    output: typeof ReplayPoliciesResponseSchema;
+  },
+  /**
+   * Re-activates the version that was active before the current one. Four-eyes:
+   * the first call (POLICY_AUTHOR or POLICY_APPROVER) requests the change, a
+   * call by a different POLICY_APPROVER applies it. Recorded as evidence.
+   *
+   * @generated from rpc mandate.v1.PolicyService.RollbackPolicy
+   */
+  rollbackPolicy: {
+    methodKind: "unary";
+    input: typeof PolicyChangeRequestSchema;
+    output: typeof PolicyChangeSchema;
+  },
+  /**
+   * Deactivates a policy (its actions are no longer covered by it). Four-eyes
+   * as RollbackPolicy. Recorded as evidence.
+   *
+   * @generated from rpc mandate.v1.PolicyService.DisablePolicy
+   */
+  disablePolicy: {
+    methodKind: "unary";
+    input: typeof PolicyChangeRequestSchema;
+    output: typeof PolicyChangeSchema;
+  },
+  /**
+   * Downloads the exact bundle (tar.gz) a decision was evaluated with, by the
+   * bundle_digest its evidence records. The bundle's `decision` rule evaluates
+   * with standalone opa-wasm. POLICY_AUTHOR, POLICY_APPROVER or AUDITOR.
+   *
+   * @generated from rpc mandate.v1.PolicyService.GetBundle
+   */
+  getBundle: {
+    methodKind: "unary";
+    input: typeof GetBundleRequestSchema;
+    output: typeof HttpBodySchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_mandate_v1_policies, 0);
