@@ -4,7 +4,7 @@ import type { Permission } from "../base/caller.js";
  * How each RPC authenticates (docs/architecture.md, "Authentication"):
  * - `public`: no credentials (sandbox creation);
  * - `platform`: the operator key without an organization (creating organizations);
- * - `org`: a bearer key or the operator key naming its organization, holding `permission` if set;
+ * - `org`: a bearer key or the operator key naming its organization, holding `permission` if set (any one of them when a list);
  * - `operator`: the operator key naming its organization, nothing else (platform-internal services);
  * - `agent`: signed by an agent, adapter or destination identity (the domain verifies the signature over the exact bytes);
  * - `org_or_agent`: either of the two above.
@@ -12,12 +12,12 @@ import type { Permission } from "../base/caller.js";
 export type Access =
   | { mode: "public" }
   | { mode: "platform" }
-  | { mode: "org"; permission?: Permission }
+  | { mode: "org"; permission?: Permission | readonly Permission[] }
   | { mode: "operator" }
   | { mode: "agent" }
   | { mode: "org_or_agent"; permission: Permission };
 
-const org = (permission?: Permission): Access => ({ mode: "org", permission });
+const org = (permission?: Permission | readonly Permission[]): Access => ({ mode: "org", permission });
 
 /** Access rule of every RPC by `Service.Method`; a test asserts none is missing. */
 export const ACCESS: Readonly<Record<string, Access>> = {
@@ -62,6 +62,7 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "PolicyService.ApprovePolicyVersion": org("POLICY_APPROVER"),
   "PolicyService.PublishPolicyVersion": org("POLICY_APPROVER"),
   "PolicyService.EvaluatePolicy": org("POLICY_AUTHOR"),
+  "PolicyService.ReplayPolicies": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
   "AuthorityGraphService.UploadGovernanceDocument": org("POLICY_AUTHOR"),
   "AuthorityGraphService.ListGovernanceDocuments": org(),
   "AuthorityGraphService.CreateGraphVersion": org("POLICY_AUTHOR"),

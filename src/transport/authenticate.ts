@@ -45,8 +45,9 @@ export async function authenticate(credentials: Credentials, access: Access, hea
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   if (!match) throw new MandateError("missing_credentials", "The Authorization header must be `Bearer <key>`.");
   const caller = await credentials.bearer(match[1]!, clientAddress);
-  if (access.permission && !caller.permissions.has(access.permission)) {
-    throw new MandateError("permission_denied", `This operation needs the ${access.permission} permission.`);
+  const needed = access.permission === undefined ? [] : typeof access.permission === "string" ? [access.permission] : access.permission;
+  if (needed.length > 0 && !needed.some((p) => caller.permissions.has(p))) {
+    throw new MandateError("permission_denied", `This operation needs the ${needed.join(" or ")} permission.`);
   }
   return caller;
 }
