@@ -163,6 +163,9 @@ export interface PolicyStore {
   /** The organization's active graph version, or null before the first graph publication. */
   activeGraph(organizationId: string): Promise<GraphVersionRow | null>;
 
+  /** One of the organization's graph versions, in any state, or null when it has no such version. */
+  graphVersion(organizationId: string, version: number): Promise<GraphVersionRow | null>;
+
   /**
    * Publishes a graph version in one transaction, under the organization's publication lock:
    * hands the version and the publication's basis to `publish` (as in `publishVersion`), then

@@ -268,6 +268,10 @@ export class PostgresPolicyStore implements PolicyStore {
     return policySql.graphVersion(this.db.pool, organizationId, null);
   }
 
+  graphVersion(organizationId: string, version: number): Promise<GraphVersionRow | null> {
+    return policySql.graphVersion(this.db.pool, organizationId, version);
+  }
+
   publishGraph(organizationId: string, version: number, publish: (target: GraphVersionRow, basis: PublicationBasis) => Promise<Publication>): Promise<GraphVersionRow> {
     return this.db.transaction(async (tx) => {
       await policySql.head(tx, organizationId, true);
