@@ -35,6 +35,7 @@ export type ErrorCode =
   | "imprecise_number"
   | "capability_token_invalid"
   | "policy_compile_failed"
+  | "policy_runtime_error"
   | "rate_limited"
   | "evaluation_unavailable"
   | "unavailable"
