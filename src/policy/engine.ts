@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
-import { EvaluationError, EvaluationTimeoutError } from "./errors.js";
+import { EvaluationError, EvaluationTimeoutError, PolicyRuntimeError, evaluationFailure } from "./errors.js";
 import { EvaluationLane, type IsolatedBundle } from "./isolation.js";
 import { ENTRYPOINT } from "./opa.js";
 import { OUTCOMES, REASON_PATTERN, type Outcome } from "./rules.js";
@@ -74,6 +74,8 @@ export interface EngineStats {
   timeouts: number;
   isolatedEvaluations: number;
   workersTerminated: number;
+  /** Evaluations that failed with a located Rego error, by the policy key it was located in ("" outside any policy). */
+  policyFailures: ReadonlyMap<string, number>;
 }
 
 interface Loaded extends IsolatedBundle {
@@ -127,6 +129,7 @@ export class PolicyEngine {
   private readonly quarantined: EvaluationLane;
   private timeouts = 0;
   private isolated = 0;
+  private readonly policyFailures = new Map<string, number>();
 
   constructor(options: PolicyEngineOptions = {}) {
     this.capacity = Math.max(1, options.capacity ?? 64);
@@ -150,6 +153,7 @@ export class PolicyEngine {
       timeouts: this.timeouts,
       isolatedEvaluations: this.isolated,
       workersTerminated: this.probation.terminated + this.quarantined.terminated,
+      policyFailures: this.policyFailures,
     };
   }
 
@@ -210,10 +214,14 @@ export class PolicyEngine {
     try {
       resultSet = loaded.policy.evaluate(input, loaded.entrypoint);
     } catch (cause) {
+      const failure = evaluationFailure(cause);
       // A trap may leave the instance's memory in any state: drop it, so the next load
-      // instantiates the bundle afresh.
-      this.bundles.delete(digest);
-      throw new EvaluationError(`evaluation failed: ${describe(cause)}`, { cause });
+      // instantiates the bundle afresh. A located Rego error (opa_abort) is not a trap: the next
+      // evaluation starts again from the instance's fixed heap pointer, so the instance stays
+      // and the bundle's other actions keep their fast path.
+      if (failure instanceof PolicyRuntimeError) this.countFailure(failure);
+      else this.bundles.delete(digest);
+      throw failure;
     }
     const ms = performance.now() - started;
     if (ms > this.slowMs) this.tooSlow(digest, ms, "in_process");
@@ -240,6 +248,7 @@ export class PolicyEngine {
     try {
       result = await running;
     } catch (err) {
+      if (err instanceof PolicyRuntimeError) this.countFailure(err);
       if (err instanceof EvaluationTimeoutError && err.kind === "timeout") {
         this.timeouts++;
         this.coolingDown.set(digest, performance.now() + COOL_DOWN_MS);
@@ -308,6 +317,11 @@ export class PolicyEngine {
     while (this.bundles.size > this.capacity) {
       this.bundles.delete(this.bundles.keys().next().value as string);
     }
+  }
+
+  private countFailure(failure: PolicyRuntimeError): void {
+    const key = failure.policyKey ?? "";
+    this.policyFailures.set(key, (this.policyFailures.get(key) ?? 0) + 1);
   }
 
   private touch(digest: string): void {

@@ -44,6 +44,41 @@ export class EvaluationError extends Error {
   }
 }
 
+/**
+ * Thrown when a policy's Rego fails while it is evaluated (opa-wasm aborts with a located message
+ * such as `policies/payments.rego:7:1: var assignment conflict`): the decision could not be
+ * evaluated. `policy_key` names the runtime policy whose module the location is in, when it is
+ * one (the bundle holds each policy as `policies/<policy_key>.rego`, src/policy/build.ts).
+ */
+export class PolicyRuntimeError extends EvaluationError {
+  override readonly name = "PolicyRuntimeError";
+  constructor(
+    readonly problem: CompileProblem,
+    options?: { cause?: unknown },
+  ) {
+    super(`policy runtime error at ${problem.file ?? "?"}:${problem.line ?? "?"}:${problem.column ?? "?"}: ${problem.message}`, options);
+  }
+
+  /** The runtime policy that failed, when the location is in one's module. */
+  get policyKey(): string | undefined {
+    return this.problem.policy_key;
+  }
+}
+
+/**
+ * What an evaluation that threw becomes: a PolicyRuntimeError when opa-wasm's message is located
+ * (`<file>:<line>:<col>: <message>`, how its opa_abort reports a Rego runtime error), else an
+ * EvaluationError carrying the message.
+ */
+export function evaluationFailure(cause: unknown): EvaluationError {
+  const text = cause instanceof Error ? cause.message : String(cause);
+  const located = /^(\S+\.rego):(\d+):(\d+): (.+)$/s.exec(text);
+  if (!located) return new EvaluationError(`evaluation failed: ${text}`, { cause });
+  const file = located[1]!.replace(/^\.?\//, "");
+  const key = /^policies\/([a-z][a-z0-9_-]*)\.rego$/.exec(file)?.[1];
+  return new PolicyRuntimeError({ file, ...(key ? { policy_key: key } : {}), line: Number(located[2]), column: Number(located[3]), message: located[4]! }, { cause });
+}
+
 function summarise(what: string, errors: { line?: number; message: string }[]): string {
   const first = errors[0];
   if (!first) return what;

@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { EvaluationError, EvaluationTimeoutError } from "./errors.js";
+import { EvaluationError, EvaluationTimeoutError, evaluationFailure } from "./errors.js";
 
 /** What a lane needs to evaluate a bundle in its worker: the module compiled on the main thread, shared by cloning. */
 export interface IsolatedBundle {
@@ -124,12 +124,24 @@ export class EvaluationLane {
       { type: "eval", digest, entrypoint, input: job.input },
       this.timeoutMs,
       () => new EvaluationTimeoutError(digest, this.timeoutMs, "timeout", `the evaluation was stopped at the ${this.timeoutMs} ms limit`),
-    );
+      evaluationFailure,
+    ).catch((err: unknown) => {
+      // The worker drops an instance whose evaluation failed: load it again next time, or every
+      // later evaluation of the bundle (any action) would fail as "not loaded".
+      this.loaded.delete(digest);
+      throw err;
+    });
     return { resultSet: reply.resultSet, ms: reply.ms ?? 0 };
   }
 
   // One message at a time: the reply to `message` is the worker's next message.
-  private call(worker: Worker, message: unknown, timeoutMs: number, timeoutError: () => Error): Promise<Reply & { ok: true }> {
+  private call(
+    worker: Worker,
+    message: unknown,
+    timeoutMs: number,
+    timeoutError: () => Error,
+    failure: (error: string) => Error = (error) => new EvaluationError(`evaluation failed: ${error}`),
+  ): Promise<Reply & { ok: true }> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending = null;
@@ -141,7 +153,7 @@ export class EvaluationLane {
         resolve: (reply) => {
           clearTimeout(timer);
           if (reply.ok) resolve(reply);
-          else reject(new EvaluationError(`evaluation failed: ${reply.error}`));
+          else reject(failure(reply.error));
         },
         reject: (err) => {
           clearTimeout(timer);

@@ -1,4 +1,15 @@
 import { PolicySourceError, type SourceProblem } from "./errors.js";
+import {
+  checkDeclaration,
+  describeDeclaration,
+  staticKind,
+  TOP_LEVEL_FIELD_TYPES,
+  typesAllowedFor,
+  valueFits,
+  type FieldDeclaration,
+  type StaticKind,
+} from "./field-types.js";
+import { FIELDS_RULE_ID, generateRego } from "./rules-rego.js";
 import { parseText, renderPath, type Path, type Position } from "./source.js";
 
 /** The three outcomes of a decision; there is no fourth. */
@@ -34,14 +45,32 @@ export const ACTION_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 const RULE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const CONTEXT_SEGMENT_PATTERN = /^[A-Za-z0-9_-]+$/;
 
-/** Comparison operators a `when` condition may use. */
-export type Operator = "eq" | "in" | "lt" | "lte" | "gt" | "gte";
+/** Operators a `when` condition may use (see docs/architecture.md, Policies). */
+export const OPERATORS = ["eq", "neq", "in", "not_in", "lt", "lte", "gt", "gte", "prefix", "exists"] as const;
+
+/** An operator a `when` condition may use. */
+export type Operator = (typeof OPERATORS)[number];
 
 /** A scalar an Intent field can be compared with. */
 export type Scalar = string | number | boolean;
 
-/** Conditions on one Intent field; every operator given must hold. */
-export type FieldCondition = { eq?: Scalar; in?: Scalar[]; lt?: number; lte?: number; gt?: number; gte?: number };
+/**
+ * Conditions on one Intent field; every operator given must hold. `exists` tests presence
+ * (a null counts as missing); every other operator needs the field present and of its type,
+ * else the rule resolves to HUMAN_REVIEW `invalid_policy_input` instead of quietly not firing.
+ */
+export type FieldCondition = {
+  eq?: Scalar;
+  neq?: Scalar;
+  in?: Scalar[];
+  not_in?: Scalar[];
+  lt?: number;
+  lte?: number;
+  gt?: number;
+  gte?: number;
+  prefix?: string;
+  exists?: boolean;
+};
 
 /** A rule that decides by itself when all its conditions hold. */
 export interface DecisionRule {
@@ -61,11 +90,17 @@ export interface AuthorityRule {
 /** One rule of a runtime policy document. */
 export type PolicyRule = DecisionRule | AuthorityRule;
 
-/** The `rules` source of a policy version: the actions it covers and its rules. */
+/**
+ * The `rules` source of a policy version: the actions it covers, its rules, and optionally
+ * the declared types of the Intent fields it reads (`amount`, `context.<key>`).
+ */
 export interface RulesDocument {
   actions: string[];
+  fields?: Record<string, FieldDeclaration>;
   rules: PolicyRule[];
 }
+
+export { FIELDS_RULE_ID, INVALID_INPUT_REASON } from "./rules-rego.js";
 
 /** Key of the policy every new organization starts with. */
 export const STARTER_POLICY_KEY = "starter";
@@ -87,44 +122,21 @@ export function isPolicyKey(key: string): boolean {
  * document was text.
  */
 export function parseRulesDocument(source: unknown): RulesDocument {
-  let value = source;
-  let locate: (path: Path) => Position | undefined = () => undefined;
-  if (typeof source === "string") {
-    const parsed = parseText(source);
-    if (!parsed.ok) throw new PolicySourceError(parsed.errors);
-    value = parsed.value;
-    locate = parsed.locate;
-  }
-  const problems: { path: Path; message: string }[] = [];
-  const report = (path: Path, message: string): void => void problems.push({ path, message });
-  checkDocument(value, report);
-  if (problems.length > 0) {
-    throw new PolicySourceError(
-      problems.map(({ path, message }): SourceProblem => {
-        const at = locate(path);
-        const field = renderPath(path);
-        return { ...(field ? { field } : {}), ...(at ? { line: at.line, column: at.column } : {}), message };
-      }),
-    );
-  }
-  return value as RulesDocument;
+  return readRulesDocument(source).doc;
 }
 
-/** Compiles a rules document into the Rego module of the policy's package ({@link regoPackage}); throws PolicySourceError when either is invalid. */
+/**
+ * Compiles a rules document into the Rego module of the policy's package ({@link regoPackage}):
+ * `actions`, `results` (what the decision combines) and `explain` (what the dry run reports per
+ * rule; see src/policy/rules-rego.ts). Given as text, the rules' lines are recorded in
+ * `explain`. Throws PolicySourceError when the key or the document is invalid.
+ */
 export function compileRules(policyKey: string, source: unknown): string {
   if (!isPolicyKey(policyKey)) {
     throw new PolicySourceError([{ message: `policy key ${JSON.stringify(policyKey)} must match ${POLICY_KEY_PATTERN.source}` }]);
   }
-  const doc = parseRulesDocument(source);
-  const actions = [...doc.actions].sort().map((a) => JSON.stringify(a));
-  const blocks = [
-    `package ${regoPackage(policyKey)}`,
-    "# Generated from a rules document by src/policy/rules.ts.",
-    `actions := {${actions.join(", ")}}`,
-  ];
-  if (doc.rules.length === 0) blocks.push("results := set()");
-  for (const rule of doc.rules) blocks.push(compileRule(rule));
-  return blocks.join("\n\n") + "\n";
+  const { doc, locate } = readRulesDocument(source);
+  return generateRego(policyKey, regoPackage(policyKey), doc, (path) => locate(path)?.line ?? 0);
 }
 
 /**
@@ -150,17 +162,32 @@ export function assertRegoPackage(policyKey: string, rego: string): void {
 
 type Report = (path: Path, message: string) => void;
 
-const FIELD_TYPES = new Map<string, FieldType>([
-  ["amount", "number"],
-  ["currency", "string"],
-  ["counterparty", "string"],
-  ["resource", "string"],
-  ["action", "string"],
-]);
+function readRulesDocument(source: unknown): { doc: RulesDocument; locate: (path: Path) => Position | undefined } {
+  let value = source;
+  let locate: (path: Path) => Position | undefined = () => undefined;
+  if (typeof source === "string") {
+    const parsed = parseText(source);
+    if (!parsed.ok) throw new PolicySourceError(parsed.errors);
+    value = parsed.value;
+    locate = parsed.locate;
+  }
+  const problems: { path: Path; message: string }[] = [];
+  checkDocument(value, (path, message) => void problems.push({ path, message }));
+  if (problems.length > 0) {
+    throw new PolicySourceError(
+      problems.map(({ path, message }): SourceProblem => {
+        const at = locate(path);
+        const field = renderPath(path);
+        return { ...(field ? { field } : {}), ...(at ? { line: at.line, column: at.column } : {}), message };
+      }),
+    );
+  }
+  return { doc: value as RulesDocument, locate };
+}
 
 function checkDocument(doc: unknown, report: Report): void {
   if (!isRecord(doc)) return report([], "the rules document must be an object with `actions` and `rules`");
-  checkKeys(doc, [], ["actions", "rules"], report);
+  checkKeys(doc, [], ["actions", "fields", "rules"], report);
   if (!("actions" in doc)) report([], "`actions` is required");
   else if (!Array.isArray(doc.actions) || doc.actions.length === 0) {
     report(["actions"], "`actions` must be a non-empty list of action names");
@@ -173,26 +200,57 @@ function checkDocument(doc: unknown, report: Report): void {
       seen.add(action);
     });
   }
+  const declared = "fields" in doc ? checkFields(doc.fields, report) : new Map<string, FieldDeclaration>();
   if (!("rules" in doc)) report([], "`rules` is required");
   else if (!Array.isArray(doc.rules)) report(["rules"], "`rules` must be a list");
   else {
     const ids = new Set<unknown>();
     doc.rules.forEach((rule, i) => {
-      checkRule(rule, ["rules", i], report);
+      checkRule(rule, ["rules", i], declared, report);
       if (isRecord(rule) && typeof rule.id === "string") {
         if (ids.has(rule.id)) report(["rules", i, "id"], `rule id "${rule.id}" is used twice`);
+        else if (rule.id === FIELDS_RULE_ID && "fields" in doc) {
+          report(["rules", i, "id"], `rule id "${FIELDS_RULE_ID}" names the check of the declared fields; choose another`);
+        }
         ids.add(rule.id);
       }
     });
   }
 }
 
-function checkRule(rule: unknown, path: Path, report: Report): void {
+// The valid declarations of `fields`, by field; problems with the others are reported.
+function checkFields(fields: unknown, report: Report): Map<string, FieldDeclaration> {
+  const valid = new Map<string, FieldDeclaration>();
+  if (!isRecord(fields)) {
+    report(["fields"], "`fields` must be an object mapping Intent fields to {type, required?, values?}");
+    return valid;
+  }
+  for (const [field, declaration] of Object.entries(fields)) {
+    const at = ["fields", field];
+    if (!isIntentField(field)) {
+      report(at, `unknown field "${field}": use amount, currency, counterparty, resource, action or context.<key>`);
+      continue;
+    }
+    const problems = checkDeclaration(declaration);
+    for (const p of problems) report([...at, ...p.path], p.message);
+    if (problems.length > 0) continue;
+    const d = declaration as FieldDeclaration;
+    const allowed = typesAllowedFor(field);
+    if (allowed && !allowed.includes(d.type)) {
+      report([...at, "type"], `${field} is always a ${TOP_LEVEL_FIELD_TYPES.get(field)}; declare it as ${allowed.join(" or ")}`);
+      continue;
+    }
+    valid.set(field, d);
+  }
+  return valid;
+}
+
+function checkRule(rule: unknown, path: Path, declared: Map<string, FieldDeclaration>, report: Report): void {
   if (!isRecord(rule)) return report(path, "a rule must be an object");
   if (typeof rule.id !== "string" || !RULE_ID_PATTERN.test(rule.id)) {
     report([...path, "id"], `\`id\` is required and must match ${RULE_ID_PATTERN.source}`);
   }
-  if ("when" in rule) checkWhen(rule.when, [...path, "when"], report);
+  if ("when" in rule) checkWhen(rule.when, [...path, "when"], declared, report);
   if ("authority" in rule) {
     checkKeys(rule, path, ["id", "when", "authority"], report);
     if (rule.authority !== true) report([...path, "authority"], "`authority` must be true");
@@ -207,114 +265,75 @@ function checkRule(rule: unknown, path: Path, report: Report): void {
   }
 }
 
-function checkWhen(when: unknown, path: Path, report: Report): void {
+function checkWhen(when: unknown, path: Path, declared: Map<string, FieldDeclaration>, report: Report): void {
   if (!isRecord(when)) return report(path, "`when` must be an object mapping Intent fields to conditions");
   for (const [field, condition] of Object.entries(when)) {
     const at = [...path, field];
-    const type = fieldType(field);
-    if (type === undefined) {
+    if (!isIntentField(field)) {
       report(at, `unknown field "${field}": use amount, currency, counterparty, resource, action or context.<key>`);
       continue;
     }
     if (!isRecord(condition) || Object.keys(condition).length === 0) {
-      report(at, "a condition must be an object with at least one of eq, in, lt, lte, gt, gte");
+      report(at, `a condition must be an object with at least one of ${OPERATORS.join(", ")}`);
       continue;
     }
+    const kind = staticKind(field, declared);
     for (const [operator, value] of Object.entries(condition)) {
-      checkOperand(field, type, operator, value, [...at, operator], report);
+      checkOperand(field, kind, operator, value, [...at, operator], report);
     }
   }
 }
 
-function checkOperand(field: string, type: FieldType, operator: string, value: unknown, path: Path, report: Report): void {
+function checkOperand(field: string, kind: StaticKind, operator: string, value: unknown, path: Path, report: Report): void {
   switch (operator) {
     case "eq":
-      if (!fits(value, type)) report(path, `eq needs ${describe(type)} for ${field}`);
+    case "neq":
+      if (!operandFits(value, kind)) report(path, `${operator} needs ${describeKind(kind)} for ${field}`);
       return;
     case "in":
-      if (!Array.isArray(value) || value.length === 0 || !value.every((v) => fits(v, type))) {
-        report(path, `in needs a non-empty list of ${describe(type)} for ${field}`);
+    case "not_in":
+      if (!Array.isArray(value) || value.length === 0 || !value.every((v) => operandFits(v, kind))) {
+        report(path, `${operator} needs a non-empty list of ${describeKind(kind)} for ${field}`);
       }
       return;
     case "lt":
     case "lte":
     case "gt":
     case "gte":
-      if (type === "string") report(path, `${operator} compares numbers; ${field} is a string`);
+      if (kind.type !== "number" && kind.type !== "scalar") report(path, `${operator} compares numbers; ${field} is ${describeKind(kind)}`);
       else if (!isFiniteNumber(value)) report(path, `${operator} needs a number`);
       return;
+    case "prefix":
+      if (kind.type === "number" || kind.type === "boolean") report(path, `prefix compares strings; ${field} is ${describeKind(kind)}`);
+      else if (typeof value !== "string" || value === "") report(path, "prefix needs a non-empty string");
+      return;
+    case "exists":
+      if (typeof value !== "boolean") report(path, "exists needs true or false");
+      return;
     default:
-      report(path, `unknown operator "${operator}": use eq, in, lt, lte, gt or gte`);
+      report(path, `unknown operator "${operator}": use ${OPERATORS.join(", ")}`);
   }
 }
 
-type FieldType = "number" | "string" | "scalar";
+function operandFits(value: unknown, kind: StaticKind): boolean {
+  if (kind.type === "scalar") return typeof value === "string" || typeof value === "boolean" || isFiniteNumber(value);
+  return valueFits(kind, value);
+}
 
-function fieldType(field: string): FieldType | undefined {
-  const known = FIELD_TYPES.get(field);
-  if (known) return known;
+function describeKind(kind: StaticKind): string {
+  return kind.type === "scalar" ? "a string, number or boolean" : describeDeclaration(kind);
+}
+
+function isIntentField(field: string): boolean {
+  if (TOP_LEVEL_FIELD_TYPES.has(field)) return true;
   const segments = field.split(".");
-  if (segments[0] !== "context" || segments.length < 2) return undefined;
-  return segments.slice(1).every((s) => CONTEXT_SEGMENT_PATTERN.test(s)) ? "scalar" : undefined;
-}
-
-function fits(value: unknown, type: FieldType): boolean {
-  if (type === "number") return isFiniteNumber(value);
-  if (type === "string") return typeof value === "string";
-  return typeof value === "string" || typeof value === "boolean" || isFiniteNumber(value);
-}
-
-function describe(type: FieldType): string {
-  return type === "scalar" ? "a string, number or boolean" : `a ${type}`;
+  return segments[0] === "context" && segments.length >= 2 && segments.slice(1).every((s) => CONTEXT_SEGMENT_PATTERN.test(s));
 }
 
 function checkKeys(object: Record<string, unknown>, path: Path, allowed: string[], report: Report): void {
   for (const key of Object.keys(object)) {
     if (!allowed.includes(key)) report([...path, key], `unknown key "${key}" (allowed: ${allowed.join(", ")})`);
   }
-}
-
-function compileRule(rule: PolicyRule): string {
-  const head =
-    "authority" in rule
-      ? `results contains object.union(data.mandate.authority.result, {"rule": ${JSON.stringify(rule.id)}})`
-      : `results contains {"outcome": ${JSON.stringify(rule.outcome)}, "reason": ${JSON.stringify(rule.reason)}, "rule": ${JSON.stringify(rule.id)}}`;
-  const body = Object.entries(rule.when ?? {}).flatMap(([field, condition]) => compileCondition(field, condition));
-  return body.length === 0 ? head : `${head} if {\n${body.map((line) => `\t${line}`).join("\n")}\n}`;
-}
-
-const OPERATOR_SYMBOLS = { lt: "<", lte: "<=", gt: ">", gte: ">=" } as const;
-
-function compileCondition(field: string, condition: FieldCondition): string[] {
-  const ref = intentRef(field);
-  const lines: string[] = [];
-  // Rego orders values of different types (any string sorts above any number), so an
-  // ordering comparison is only meaningful once the field is known to be a number.
-  if (Object.keys(condition).some((op) => op in OPERATOR_SYMBOLS)) lines.push(`is_number(${ref})`);
-  for (const [operator, value] of Object.entries(condition) as [Operator, Scalar | Scalar[]][]) {
-    if (operator === "eq") lines.push(`${ref} == ${JSON.stringify(value)}`);
-    else if (operator === "in") {
-      const members = [...new Set((value as Scalar[]).map((v) => JSON.stringify(v)))];
-      lines.push(`${ref} in {${members.join(", ")}}`);
-    } else lines.push(`${ref} ${OPERATOR_SYMBOLS[operator]} ${JSON.stringify(value)}`);
-  }
-  return lines;
-}
-
-// Rego keywords cannot follow a dot in a reference; opa fmt writes them in brackets.
-const REGO_KEYWORDS = new Set([
-  "as", "contains", "default", "else", "every", "false", "if", "import", "in", "not", "null", "package", "some", "true", "with",
-]);
-
-function intentRef(field: string): string {
-  const segments = field.split(".");
-  return segments.reduce(
-    (ref, segment) =>
-      /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment) && !REGO_KEYWORDS.has(segment)
-        ? `${ref}.${segment}`
-        : `${ref}[${JSON.stringify(segment)}]`,
-    "input.intent",
-  );
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

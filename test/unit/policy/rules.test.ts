@@ -16,26 +16,26 @@ import {
   type FieldCondition,
 } from "../../../src/policy/rules.js";
 
-// name -> [when, intent fields, whether the rule fires]
-const operatorCases: [string, Record<string, FieldCondition>, Partial<IntentInput>, boolean][] = [
+// name -> [when, intent fields, whether the rule fires ("invalid": it resolves to HUMAN_REVIEW invalid_policy_input)]
+const operatorCases: [string, Record<string, FieldCondition>, Partial<IntentInput>, boolean | "invalid"][] = [
   ["eq on a number, equal", { amount: { eq: 100 } }, { amount: 100 }, true],
   ["eq on a number, different", { amount: { eq: 100 } }, { amount: 101 }, false],
-  ["eq on a number, given a string", { amount: { eq: 100 } }, { amount: "100" as unknown as number }, false],
+  ["eq on a number, given a string", { amount: { eq: 100 } }, { amount: "100" as unknown as number }, "invalid"],
   ["eq on a string, equal", { currency: { eq: "USD" } }, { currency: "USD" }, true],
   ["eq on a string, other case", { currency: { eq: "USD" } }, { currency: "usd" }, false],
-  ["eq on a missing field", { counterparty: { eq: "acme" } }, {}, false],
+  ["eq on a missing field", { counterparty: { eq: "acme" } }, {}, "invalid"],
   ["in, member", { counterparty: { in: ["acme", "initech"] } }, { counterparty: "initech" }, true],
   ["in, not a member", { counterparty: { in: ["acme", "initech"] } }, { counterparty: "globex" }, false],
   ["lt, below", { amount: { lt: 100 } }, { amount: 99.99 }, true],
   ["lt, at the boundary", { amount: { lt: 100 } }, { amount: 100 }, false],
-  ["lt, given a string (strings sort above numbers in Rego)", { amount: { lt: 100 } }, { amount: "5" as unknown as number }, false],
+  ["lt, given a string (strings sort above numbers in Rego)", { amount: { lt: 100 } }, { amount: "5" as unknown as number }, "invalid"],
   ["lte, at the boundary", { amount: { lte: 100 } }, { amount: 100 }, true],
   ["lte, above", { amount: { lte: 100 } }, { amount: 100.01 }, false],
   ["gt, above", { amount: { gt: 100 } }, { amount: 100.01 }, true],
   ["gt, at the boundary", { amount: { gt: 100 } }, { amount: 100 }, false],
   ["gte, at the boundary", { amount: { gte: 100 } }, { amount: 100 }, true],
   ["gte, below", { amount: { gte: 100 } }, { amount: 99 }, false],
-  ["gte, missing", { amount: { gte: 100 } }, {}, false],
+  ["gte, missing", { amount: { gte: 100 } }, {}, "invalid"],
   ["a range, inside", { amount: { gt: 10, lte: 20 } }, { amount: 20 }, true],
   ["a range, outside", { amount: { gt: 10, lte: 20 } }, { amount: 10 }, false],
   ["resource eq", { resource: { eq: "order:1" } }, { resource: "order:1" }, true],
@@ -45,7 +45,7 @@ const operatorCases: [string, Record<string, FieldCondition>, Partial<IntentInpu
   ["context key that is a Rego keyword", { "context.if": { eq: true } }, { context: { if: true } }, true],
   ["context key with a dash", { "context.cost-centre": { in: [7, 9] } }, { context: { "cost-centre": 9 } }, true],
   ["context number gte", { "context.score": { gte: 0.8 } }, { context: { score: 0.9 } }, true],
-  ["context number gte, given a string", { "context.score": { gte: 0.8 } }, { context: { score: "0.9" } }, false],
+  ["context number gte, given a string", { "context.score": { gte: 0.8 } }, { context: { score: "0.9" } }, "invalid"],
   ["every field must hold", { currency: { eq: "USD" }, amount: { lt: 10 } }, { currency: "USD", amount: 11 }, false],
   ["every field holds", { currency: { eq: "USD" }, amount: { lt: 10 } }, { currency: "USD", amount: 9 }, true],
 ];
@@ -83,7 +83,8 @@ describe("rules documents compiled to Rego, evaluated in WebAssembly", () => {
 
   it.each(operatorCases.map((c, i) => [c[0], i, c] as const))("%s", (_name, i, [, , fields, fires]) => {
     const decision = decide({ ...fields, action: `op_${i}` });
-    expect([decision.outcome, decision.reason]).toEqual(fires ? ["ALLOW", "matched"] : ["HUMAN_REVIEW", "no_matching_rule"]);
+    const expected = fires === "invalid" ? ["HUMAN_REVIEW", "invalid_policy_input"] : fires ? ["ALLOW", "matched"] : ["HUMAN_REVIEW", "no_matching_rule"];
+    expect([decision.outcome, decision.reason]).toEqual(expected);
   });
 
   it("conditions on the action within a policy covering several", () => {
@@ -164,11 +165,15 @@ describe("compileRules", () => {
       [
         "package mandate.policies.starter",
         "",
-        "# Generated from a rules document by src/policy/rules.ts.",
+        "# Generated from a rules document by src/policy/rules.ts; src/policy/rules-rego.ts says what each rule means.",
         "",
         'actions := {"reference_noop"}',
         "",
         'results contains {"outcome": "ALLOW", "reason": "starter_reference_action", "rule": "reference_noop"}',
+        "",
+        'explain_0 := {"policy_key": "starter", "rule_id": "reference_noop", "fired": true, "outcome": "ALLOW", "reason": "starter_reference_action", "failed_condition": null, "line": 0}',
+        "",
+        "explain := [explain_0]",
         "",
       ].join("\n"),
     );
@@ -179,7 +184,8 @@ describe("compileRules", () => {
       actions: ["a"],
       rules: [{ id: "r", when: { counterparty: { eq: '"}\ninput.x == 1 #' } }, outcome: "ALLOW", reason: "ok" }],
     });
-    expect(rego).toContain('input.intent.counterparty == "\\"}\\ninput.x == 1 #"');
+    expect(rego).toContain('field_0 == "\\"}\\ninput.x == 1 #"');
+    expect(rego).toContain("field_0 := input.intent.counterparty");
   });
 
   it("refuses a bad policy key", () => {
