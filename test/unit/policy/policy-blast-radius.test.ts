@@ -2,6 +2,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { buildBundle, type BuiltBundle } from "../../../src/policy/build.js";
 import { PolicyEngine, type DecisionInput } from "../../../src/policy/engine.js";
 import { PolicyRuntimeError } from "../../../src/policy/errors.js";
+import { registerPolicyMetrics } from "../../../src/policy/metrics.js";
+import { Registry } from "prom-client";
 
 function inputFor(action: string): DecisionInput {
   return {
@@ -72,6 +74,9 @@ describe("a policy failing at run time", () => {
       expect(engine.evaluate(built.digest, inputFor("unknown_action")).reason).toBe("unrecognized_action");
       expect(engine.stats().policyFailures.get("conflicting")).toBe(2);
       expect(engine.stats().policyFailures.get("healthy")).toBeUndefined();
+      const registry = new Registry();
+      registerPolicyMetrics(registry, engine);
+      expect(await registry.metrics()).toContain('mandate_policy_runtime_errors_total{policy="conflicting"} 2');
     } finally {
       await engine.close();
     }
