@@ -4,13 +4,23 @@ import { PolicySourceError } from "../policy/errors.js";
 import type { AuthorityGraph } from "../policy/graph-types.js";
 import { assertRegoPackage, compileRules, isPolicyKey, STARTER_POLICY_KEY, STARTER_RULES } from "../policy/rules.js";
 import { CollisionError, NotFoundError } from "../storage/errors.js";
-import type { InitialPolicy, PolicyStore, PolicyVersionRow, Publication, PublicationBasis } from "../storage/policies.js";
+import type {
+  InitialPolicy,
+  PolicyChangeBasis,
+  PolicyChangeRow,
+  PolicyChangeStep,
+  PolicyStore,
+  PolicyVersionRow,
+  Publication,
+  PublicationBasis,
+} from "../storage/policies.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import { buildOrgBundle } from "./bundles.js";
+import { newId } from "./ids.js";
 
 /** The stored shapes this module hands to services. */
-export type { PolicyVersionRow } from "../storage/policies.js";
+export type { PolicyChangeRow, PolicyVersionRow } from "../storage/policies.js";
 
 /** A policy version's source as authors submit it: exactly one member. */
 export interface PolicySourceInput {
@@ -173,5 +183,93 @@ export class Policies {
   async list(caller: OrgCaller): Promise<{ policy_key: string; description: string; versions: PolicyVersionRow[] }[]> {
     const [policies, versions] = await Promise.all([this.store.policies(caller.organizationId), this.store.versions(caller.organizationId)]);
     return policies.map((p) => ({ ...p, versions: versions.filter((v) => v.policy_key === p.policy_key) }));
+  }
+
+  /** Requests, or as a second identity applies, the re-activation of the version the active one replaced. */
+  rollback(caller: OrgCaller, policyKey: string, note: string): Promise<PolicyChangeRow> {
+    return this.change(caller, policyKey, "rollback", note);
+  }
+
+  /** Requests, or as a second identity applies, the deactivation of the policy's active version. */
+  disable(caller: OrgCaller, policyKey: string, note: string): Promise<PolicyChangeRow> {
+    return this.change(caller, policyKey, "disable", note);
+  }
+
+  /**
+   * Four eyes on changes of what is active (docs/architecture.md, Policies: Rollback and disable):
+   * with no change pending, a call (POLICY_AUTHOR or POLICY_APPROVER, checked by the access rule)
+   * requests one against the active version; with one pending, a call of the same kind by another
+   * identity holding POLICY_APPROVER applies it, rebuilding the bundle as a publication does. A
+   * pending change made against a version no longer active is stale: it is retired and the call
+   * refused, so nobody applies a change made against a state they did not see.
+   */
+  private async change(caller: OrgCaller, policyKey: string, kind: PolicyChangeRow["kind"], note: string): Promise<PolicyChangeRow> {
+    if (note.length > 2000) throw validationFailed([{ field: "note", code: "too_long", message: "at most 2000 characters" }]);
+    const decide = async (basis: PolicyChangeBasis): Promise<PolicyChangeStep> => {
+      const { active, previous, pending } = basis;
+      if (!pending) {
+        if (!active) throw new MandateError("invalid_transition", `Policy ${policyKey} has no active version to ${kind === "rollback" ? "roll back" : "disable"}.`);
+        if (kind === "rollback" && previous?.state !== "superseded") {
+          throw new MandateError("invalid_transition", `Version ${active.version} of ${policyKey} replaced no earlier version: there is nothing to roll back to.`);
+        }
+        const change = {
+          change_id: newId("pch"),
+          organization_id: caller.organizationId,
+          policy_key: policyKey,
+          kind,
+          from_version: active.version,
+          to_version: kind === "rollback" ? previous!.version : 0,
+          requested_by: caller.identity,
+          note,
+        };
+        return { step: "request", change };
+      }
+      if (pending.from_version !== (active?.version ?? 0)) return { step: "stale" };
+      if (pending.kind !== kind) {
+        throw new MandateError("invalid_transition", `A ${pending.kind} of ${policyKey} is already waiting for approval; only one change of a policy waits at a time.`);
+      }
+      if (pending.requested_by === caller.identity) {
+        throw new MandateError("permission_denied", `A policy ${kind} cannot be approved by the identity that requested it.`);
+      }
+      if (!caller.permissions.has("POLICY_APPROVER")) {
+        throw new MandateError("permission_denied", `Applying a requested ${kind} needs the POLICY_APPROVER permission.`);
+      }
+      const modules: PolicyVersionRow[] = basis.activeVersions.filter((m) => m.policy_key !== policyKey);
+      if (kind === "rollback") {
+        // The active version is the one the change was requested against, and which version it
+        // replaced never changes; so this holds unless the store broke its own invariants.
+        if (previous?.version !== pending.to_version || previous.state !== "superseded") throw new Error(`rollback target of ${policyKey} moved`);
+        modules.push(previous);
+      }
+      const graph = basis.activeGraph;
+      const built = await buildOrgBundle(modules, graph ? { version: graph.version, graph: graph.graph as AuthorityGraph } : null);
+      const payload = {
+        policy_key: policyKey,
+        from_version: pending.from_version,
+        to_version: pending.to_version,
+        requested_by: pending.requested_by,
+        approved_by: caller.identity,
+        note: pending.note,
+        approval_note: note,
+        bundle_digest: built.head.bundle_digest,
+      };
+      const evidence =
+        kind === "rollback"
+          ? { kind: "policy.rolled_back", subjectId: `${policyKey}@${pending.to_version}`, payload }
+          : { kind: "policy.disabled", subjectId: `${policyKey}@${pending.from_version}`, payload };
+      return { step: "apply", approvedBy: caller.identity, publication: { ...built, evidence } };
+    };
+    const result = await this.store.changePolicy(caller.organizationId, policyKey, decide).catch((err: unknown) => {
+      if (err instanceof CollisionError) throw new MandateError("invalid_transition", `A change of ${policyKey} is already waiting for approval.`);
+      throw notFoundAs("Policy", err);
+    });
+    if (result.step === "stale") {
+      const c = result.change;
+      throw new MandateError(
+        "invalid_transition",
+        `The ${c.kind} of ${policyKey} requested by ${c.requested_by} is stale: version ${c.from_version} was active then, and is no longer. Request it again.`,
+      );
+    }
+    return result.change;
   }
 }

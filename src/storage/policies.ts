@@ -3,13 +3,15 @@ export interface PolicyVersionRow {
   organization_id: string;
   policy_key: string;
   version: number;
-  state: "draft" | "in_review" | "approved" | "active" | "superseded";
+  state: "draft" | "in_review" | "approved" | "active" | "superseded" | "disabled";
   source: { rules?: unknown; rules_yaml?: string; rego?: string };
   rego: string;
   author: string;
   approver: string | null;
   created_at: Date;
   published_at: Date | null;
+  /** The policy's version that was active when this one was published (what a rollback from it restores), or null. */
+  previous_version: number | null;
 }
 
 /** A version to add: numbered by the store (one more than the policy's last). */
@@ -96,6 +98,49 @@ export interface PolicyVersionChange {
 }
 
 /**
+ * A four-eyes change of a policy's active version: requested by one identity, applied by another
+ * (docs/architecture.md, Policies). `stale` when the active version moved before it was applied.
+ */
+export interface PolicyChangeRow {
+  change_id: string;
+  organization_id: string;
+  policy_key: string;
+  kind: "rollback" | "disable";
+  state: "pending_approval" | "applied" | "stale";
+  /** The version active when the change was requested. */
+  from_version: number;
+  /** The version active once applied; 0 for a disable. */
+  to_version: number;
+  requested_by: string;
+  approved_by: string | null;
+  note: string;
+  requested_at: Date;
+  applied_at: Date | null;
+}
+
+/** A change to request (pending_approval). */
+export type NewPolicyChange = Pick<PolicyChangeRow, "change_id" | "organization_id" | "policy_key" | "kind" | "from_version" | "to_version" | "requested_by" | "note">;
+
+/** What a change of one policy is decided from, read under the organization's publication lock. */
+export interface PolicyChangeBasis extends PublicationBasis {
+  /** The policy's active version, or null when none is. */
+  active: PolicyVersionRow | null;
+  /** The version `active.previous_version` names (what a rollback restores), or null. */
+  previous: PolicyVersionRow | null;
+  /** The policy's change waiting for a second identity, or null. */
+  pending: PolicyChangeRow | null;
+}
+
+/** What to do, decided from a PolicyChangeBasis. */
+export type PolicyChangeStep =
+  /** Store a new pending change. */
+  | { step: "request"; change: NewPolicyChange }
+  /** Apply the pending change, approved by `approvedBy`, with this publication. */
+  | { step: "apply"; approvedBy: string; publication: Publication }
+  /** Mark the pending change stale (the active version moved since it was requested). */
+  | { step: "stale" };
+
+/**
  * Runtime policies and their versions, the authority graph's versions and the governance
  * documents they are generated from, the compiled bundles, and each organization's head (what
  * it evaluates against). Publications of one organization serialize on its head.
@@ -150,6 +195,23 @@ export interface PolicyStore {
     version: number,
     publish: (target: PolicyVersionRow, basis: PublicationBasis) => Promise<Publication>,
   ): Promise<PolicyVersionRow>;
+
+  /**
+   * Requests, applies or retires a change of one policy's active version in one transaction,
+   * under the organization's publication lock: reads the basis and hands it to `decide`, which
+   * returns the step (asynchronously: applying compiles) or throws to refuse it, writing nothing.
+   * `request` stores the change as pending (at most one per policy: the store refuses a second
+   * with CollisionError `policy_changes_one_pending`). `apply` stores the bundle and the head as a
+   * publication does, moves the versions (rollback: `from_version` superseded, `to_version` active;
+   * disable: `from_version` disabled), marks the pending change applied and appends the evidence
+   * record. `stale` marks the pending change stale and commits. Returns the step taken with the
+   * change as stored. Throws NotFoundError when the organization has no such policy.
+   */
+  changePolicy(
+    organizationId: string,
+    policyKey: string,
+    decide: (basis: PolicyChangeBasis) => Promise<PolicyChangeStep>,
+  ): Promise<{ step: PolicyChangeStep["step"]; change: PolicyChangeRow }>;
 
   /** Stores a governance document; returns it without its content. */
   addDocument(document: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary>;

@@ -62,6 +62,10 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "PolicyService.ApprovePolicyVersion": org("POLICY_APPROVER"),
   "PolicyService.PublishPolicyVersion": org("POLICY_APPROVER"),
   "PolicyService.EvaluatePolicy": org("POLICY_AUTHOR"),
+  // Applying a pending change also needs POLICY_APPROVER; whether a call applies depends on what
+  // is pending, so the domain checks that (Policies.change).
+  "PolicyService.RollbackPolicy": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
+  "PolicyService.DisablePolicy": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
   "PolicyService.ReplayPolicies": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
   "AuthorityGraphService.UploadGovernanceDocument": org("POLICY_AUTHOR"),
   "AuthorityGraphService.ListGovernanceDocuments": org(),

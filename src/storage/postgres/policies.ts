@@ -6,6 +6,10 @@ import type {
   InitialPolicy,
   NewPolicyVersion,
   PolicyHead,
+  NewPolicyChange,
+  PolicyChangeBasis,
+  PolicyChangeRow,
+  PolicyChangeStep,
   PolicyStore,
   PolicySummary,
   PolicyVersionChange,
@@ -131,6 +135,67 @@ export const policySql = {
     return rows;
   },
 
+  /** Records which version a publication replaced (what a rollback from it restores). */
+  async setPreviousVersion(q: Queryable, organizationId: string, policyKey: string, version: number, previous: number | null): Promise<void> {
+    await q.query("UPDATE policy_versions SET previous_version = $4 WHERE organization_id = $1 AND policy_key = $2 AND version = $3", [
+      organizationId,
+      policyKey,
+      version,
+      previous,
+    ]);
+  },
+
+  /** Whether the organization has the policy, its row then locked for the transaction. */
+  async policyExists(q: Queryable, organizationId: string, policyKey: string): Promise<boolean> {
+    const { rows } = await q.query("SELECT 1 FROM policies WHERE organization_id = $1 AND policy_key = $2 FOR UPDATE", [organizationId, policyKey]);
+    return rows.length > 0;
+  },
+
+  /** The policy's change waiting for a second identity, locked for the transaction, or null. */
+  async pendingChange(q: Queryable, organizationId: string, policyKey: string): Promise<PolicyChangeRow | null> {
+    const { rows } = await q.query<PolicyChangeRow>(
+      "SELECT * FROM policy_changes WHERE organization_id = $1 AND policy_key = $2 AND state = 'pending_approval' FOR UPDATE",
+      [organizationId, policyKey],
+    );
+    return rows[0] ?? null;
+  },
+
+  /** Stores a change as pending; a second pending change of the policy collides on policy_changes_one_pending. */
+  async insertChange(q: Queryable, c: NewPolicyChange): Promise<PolicyChangeRow> {
+    const { rows } = await q.query<PolicyChangeRow>(
+      `INSERT INTO policy_changes (change_id, organization_id, policy_key, kind, state, from_version, to_version, requested_by, note)
+       VALUES ($1, $2, $3, $4, 'pending_approval', $5, $6, $7, $8) RETURNING *`,
+      [c.change_id, c.organization_id, c.policy_key, c.kind, c.from_version, c.to_version, c.requested_by, c.note],
+    );
+    return rows[0]!;
+  },
+
+  /** Ends a pending change: applied (by `approvedBy`) or stale; returns it. */
+  async closeChange(q: Queryable, changeId: string, state: "applied" | "stale", approvedBy: string | null = null): Promise<PolicyChangeRow> {
+    const { rows } = await q.query<PolicyChangeRow>(
+      `UPDATE policy_changes SET state = $2, approved_by = $3, applied_at = CASE WHEN $2 = 'applied' THEN date_trunc('milliseconds', now()) END
+        WHERE change_id = $1 AND state = 'pending_approval' RETURNING *`,
+      [changeId, state, approvedBy],
+    );
+    if (!rows[0]) throw new Error(`policy change ${changeId} is no longer pending`);
+    return rows[0];
+  },
+
+  /**
+   * Moves one version from state `from` to `to` (keeping its publication time); throws when it is
+   * not in `from`, which the publication lock rules out.
+   */
+  async moveVersion(q: Queryable, organizationId: string, policyKey: string, version: number, from: PolicyVersionRow["state"], to: PolicyVersionRow["state"]): Promise<void> {
+    const { rowCount } = await q.query("UPDATE policy_versions SET state = $5 WHERE organization_id = $1 AND policy_key = $2 AND version = $3 AND state = $4", [
+      organizationId,
+      policyKey,
+      version,
+      from,
+      to,
+    ]);
+    if (rowCount !== 1) throw new Error(`policy ${policyKey} version ${version} is not ${from}`);
+  },
+
   async insertDocument(q: Queryable, d: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary> {
     const { rows } = await q.query<GovernanceDocumentSummary>(
       `INSERT INTO governance_documents (document_id, organization_id, kind, format, content) VALUES ($1, $2, $3, $4, $5)
@@ -247,8 +312,40 @@ export class PostgresPolicyStore implements PolicyStore {
         if (m.policy_key === policyKey) await policySql.setVersionState(tx, organizationId, policyKey, m.version, "superseded");
       }
       await policySql.setVersionState(tx, organizationId, policyKey, version, "active");
+      const previous = basis.activeVersions.find((m) => m.policy_key === policyKey)?.version ?? null;
+      await policySql.setPreviousVersion(tx, organizationId, policyKey, version, previous);
       await this.chain.append(tx, [{ organizationId, ...publication.evidence }]);
-      return { ...target, state: "active" as const };
+      return { ...target, state: "active" as const, previous_version: previous };
+    });
+  }
+
+  changePolicy(
+    organizationId: string,
+    policyKey: string,
+    decide: (basis: PolicyChangeBasis) => Promise<PolicyChangeStep>,
+  ): Promise<{ step: PolicyChangeStep["step"]; change: PolicyChangeRow }> {
+    return this.db.transaction(async (tx) => {
+      await policySql.head(tx, organizationId, true);
+      if (!(await policySql.policyExists(tx, organizationId, policyKey))) throw new NotFoundError("policy");
+      const basis = await this.basis(tx, organizationId);
+      const active = basis.activeVersions.find((v) => v.policy_key === policyKey) ?? null;
+      const previous = active?.previous_version ? await policySql.lockVersion(tx, organizationId, policyKey, active.previous_version) : null;
+      const pending = await policySql.pendingChange(tx, organizationId, policyKey);
+      const step = await decide({ ...basis, active, previous, pending });
+      if (step.step === "request") return { step: step.step, change: await policySql.insertChange(tx, step.change) };
+      if (!pending) throw new Error(`no pending change of ${policyKey} to ${step.step}`);
+      if (step.step === "stale") return { step: step.step, change: await policySql.closeChange(tx, pending.change_id, "stale") };
+      // Applied as publishVersion applies a publication: the bundle and head, the versions, the evidence.
+      await this.storeHead(tx, organizationId, step.publication);
+      if (pending.kind === "rollback") {
+        await policySql.moveVersion(tx, organizationId, policyKey, pending.from_version, "active", "superseded");
+        await policySql.moveVersion(tx, organizationId, policyKey, pending.to_version, "superseded", "active");
+      } else {
+        await policySql.moveVersion(tx, organizationId, policyKey, pending.from_version, "active", "disabled");
+      }
+      const change = await policySql.closeChange(tx, pending.change_id, "applied", step.approvedBy);
+      await this.chain.append(tx, [{ organizationId, ...step.publication.evidence }]);
+      return { step: step.step, change };
     });
   }
 

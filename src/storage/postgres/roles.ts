@@ -44,6 +44,7 @@ export const SERVICE_GRANTS: Readonly<Record<string, readonly Privilege[]>> = {
   policies: ["SELECT", "INSERT", "UPDATE"],
   policy_versions: ["SELECT", "INSERT", "UPDATE"],
   policy_heads: ["SELECT", "INSERT", "UPDATE"],
+  policy_changes: ["SELECT", "INSERT", "UPDATE"],
   graph_versions: ["SELECT", "INSERT", "UPDATE"],
   decisions: ["SELECT", "INSERT", "UPDATE"],
   integrations: ["SELECT", "INSERT", "UPDATE"],
