@@ -1,4 +1,3 @@
-import YAML from "yaml";
 import { buildBundle } from "../policy/build.js";
 import { PolicySourceError } from "../policy/errors.js";
 import type { AuthorityGraph } from "../policy/graph-types.js";
@@ -44,16 +43,8 @@ export function compileSource(policyKey: string, source: PolicySourceInput): str
       assertRegoPackage(policyKey, source.rego);
       return source.rego;
     }
-    let rules = source.rules;
-    if (source.rules_yaml !== undefined) {
-      try {
-        rules = YAML.parse(source.rules_yaml);
-      } catch (err) {
-        const pos = (err as { linePos?: { line: number; col: number }[] }).linePos?.[0];
-        throw validationFailed([{ field: "source.rules_yaml", code: "invalid_yaml", message: (err as Error).message, line: pos?.line, column: pos?.col }]);
-      }
-    }
-    return compileRules(policyKey, rules);
+    // The text itself, not its parse: compileRules then locates every problem by line and column.
+    return compileRules(policyKey, source.rules_yaml || source.rules);
   } catch (err) {
     if (err instanceof PolicySourceError) throw validationFailed(sourceErrors(err), "The policy source is invalid.");
     throw err;
