@@ -22,6 +22,7 @@ import { Intents } from "./domain/intents.js";
 import { AuthorityGraphs } from "./domain/authority-graph.js";
 import { Policies } from "./domain/policies.js";
 import { PolicyEvaluation } from "./domain/policy-evaluation.js";
+import { PolicyTrials } from "./domain/policy-trials.js";
 import { PolicyEngine } from "./policy/engine.js";
 import { registerPolicyMetrics } from "./policy/metrics.js";
 import { AuthorityGraphService } from "./gen/mandate/v1/authority_graph_pb.js";
@@ -118,7 +119,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       onQuarantine: (event) => logger.warn({ policy_bundle: event }, "policy bundle quarantined: its evaluations run in a worker thread from now on"),
     });
     const policies = new Policies(policyStore);
-    const evaluation = new PolicyEvaluation(policyStore, principalStore, agentStore, engine);
+    const evaluation = new PolicyEvaluation(policyStore, engine);
     const graphs = new AuthorityGraphs(policyStore, principalStore);
     await policies.prepareStarter();
     // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).
@@ -134,6 +135,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     });
     const intents = new Intents(decisionStore, ledger, signatures, evaluation, config.limits);
     const decisions = new Decisions(decisionStore, signatures, config.limits.requestedAtSkewSeconds);
+    const trials = new PolicyTrials(evaluation, decisionStore, agentStore, principalStore, integrationStore);
     const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
@@ -143,7 +145,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: EvidenceService, impl: new EvidenceServiceImpl(evidence) as never },
       { service: IntentService, impl: new IntentServiceImpl(intents) as never },
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
-      { service: PolicyService, impl: new PolicyServiceImpl(policies, evaluation) as never },
+      { service: PolicyService, impl: new PolicyServiceImpl(policies, trials) as never },
       { service: IntegrationService, impl: new IntegrationServiceImpl(
           new Integrations(integrationStore, agentStore, async (org, id, state) => {
             await mirror?.setIntegration(org, id, state).catch(mirrorError);

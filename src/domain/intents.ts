@@ -6,7 +6,7 @@ import { BatchedReads } from "./batched-reads.js";
 import { MandateError, organizationSuspended, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "../base/text.js";
-import type { Evaluation, PolicyEvaluation } from "./policy-evaluation.js";
+import type { Evaluation, EvaluationInput, PolicyEvaluation } from "./policy-evaluation.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 
 /**
@@ -88,7 +88,7 @@ const CONTRACT_FIELDS = ["amount", "currency", "counterparty", "resource"] as co
  * that name and, for `amount`, `currency` or `counterparty`, the top-level field. Names are the
  * contract's own keys and values only, never an inherited property such as `constructor`.
  */
-function undeclaredFields(intent: Intent, resourcePath: string, bindings: Record<string, string>): string[] {
+export function undeclaredFields(intent: Intent, resourcePath: string, bindings: Record<string, string>): string[] {
   const named = new Set<string>([resourcePath]);
   for (const [key, path] of Object.entries(bindings)) {
     named.add(path);
@@ -253,16 +253,13 @@ export class Intents {
         }
       }
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
-      const result = await this.evaluation.evaluateBundle(
-        context.bundle_digest,
-        {
-          intent,
-          agent: { agent_id: signer.agent_id, state: context.agent_state },
-          principal: { principal_id: signer.acting_for_principal_id, external_ref: signer.principal_external_ref, kind: signer.principal_kind },
-          now: new Date().toISOString(),
-        },
-        context.policy_versions ?? {},
-      );
+      const input: EvaluationInput = {
+        intent,
+        agent: { agent_id: signer.agent_id, state: context.agent_state },
+        principal: { principal_id: signer.acting_for_principal_id, external_ref: signer.principal_external_ref, kind: signer.principal_kind },
+        now: new Date().toISOString(),
+      };
+      const result = await this.evaluation.evaluateBundle(context.bundle_digest, input, context.policy_versions ?? {});
       // Spelled out, not `{ ...result, policyVersions, … }`: see record().
       evaluation = {
         outcome: result.outcome,
@@ -271,6 +268,7 @@ export class Intents {
         policyVersions: context.policy_versions ?? {},
         graphVersion: context.graph_version ?? 0,
         bundleDigest: context.bundle_digest,
+        input,
       };
     }
     return this.record(signer, intent, bodySha, evaluation, context.integration_id, context.contract_version);
@@ -355,8 +353,14 @@ export class Intents {
     };
   }
 
-  /** The `decision` evidence payload of a draft. */
+  /**
+   * The `decision` evidence payload of a draft. Beside the Intent it holds the rest of the
+   * evaluation's input (`now`, the agent and principal attributes; null when nothing was
+   * evaluated), so the decision can be evaluated again exactly: replayed against other versions,
+   * or reproduced offline from its bundle (docs/architecture.md, Policies).
+   */
   private payload(cert: SignerIdentity, d: DecisionDraft, bodySha: Buffer, evaluation: Evaluation | null): Record<string, unknown> {
+    const input = evaluation?.input;
     return {
       decision_id: d.decision_id,
       agent_id: cert.agent_id,
@@ -372,6 +376,9 @@ export class Intents {
       bundle_digest: d.bundle_digest,
       trace: (evaluation?.trace ?? []) as unknown[],
       evaluated_at: d.evaluated_at.toISOString(),
+      now: input?.now ?? null,
+      agent: input ? { agent_id: input.agent.agent_id, state: input.agent.state } : null,
+      principal: input ? { principal_id: input.principal.principal_id, external_ref: input.principal.external_ref, kind: input.principal.kind } : null,
     };
   }
 }

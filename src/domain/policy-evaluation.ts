@@ -1,11 +1,8 @@
-import { PolicyEngine, type DecisionInput } from "../policy/engine.js";
+import { PolicyEngine, type Decision, type DecisionInput } from "../policy/engine.js";
 import { EvaluationError, EvaluationTimeoutError } from "../policy/errors.js";
 import type { AuthorityGraph } from "../policy/graph-types.js";
-import type { AgentStore } from "../storage/agents.js";
 import type { PolicyStore } from "../storage/policies.js";
-import type { PrincipalStore } from "../storage/principals.js";
-import type { OrgCaller } from "../base/caller.js";
-import { MandateError, validationFailed } from "../base/errors.js";
+import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
 import { buildOrgBundle } from "./bundles.js";
 
 /** What the engine decided and against what. */
@@ -16,6 +13,8 @@ export interface Evaluation {
   policyVersions: Record<string, number>;
   graphVersion: number;
   bundleDigest: string;
+  /** What was evaluated: the decision path records it beside the Intent. */
+  input: EvaluationInput;
 }
 
 /** The input document of the Rego entrypoint. */
@@ -41,14 +40,12 @@ function evaluationUnavailable(err: unknown, digest: string, policyVersions: Rec
 }
 
 /**
- * Evaluation of the organizations' stored bundles (the decision path) and dry runs against
- * named versions. Records nothing.
+ * Evaluation of the organizations' stored bundles (the decision path), and of trial bundles
+ * built from named versions for dry runs and replays (domain/policy-trials.ts). Records nothing.
  */
 export class PolicyEvaluation {
   constructor(
-    private readonly store: Pick<PolicyStore, "bundle" | "head" | "versions" | "activeGraph">,
-    private readonly principals: Pick<PrincipalStore, "get">,
-    private readonly agents: Pick<AgentStore, "get">,
+    private readonly store: Pick<PolicyStore, "bundle" | "head" | "versions" | "activeGraph" | "graphVersion">,
     private readonly engine: PolicyEngine,
   ) {}
 
@@ -79,44 +76,97 @@ export class PolicyEvaluation {
     const head = await this.store.head(organizationId);
     if (!head) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
     const result = await this.evaluateBundle(head.bundle_digest, input, head.policy_versions);
-    return { ...result, policyVersions: head.policy_versions, graphVersion: head.graph_version, bundleDigest: head.bundle_digest };
+    return { ...result, policyVersions: head.policy_versions, graphVersion: head.graph_version, bundleDigest: head.bundle_digest, input };
   }
 
-  /** A dry run of an unsigned Intent for one of the organization's agents; records nothing. */
-  async dryRunIntent(caller: OrgCaller, intent: Record<string, unknown>, named: Record<string, number>): Promise<Evaluation> {
-    const agentId = typeof intent.agent_id === "string" ? intent.agent_id : "";
-    const agent = agentId ? await this.agents.get(caller.organizationId, agentId) : null;
-    if (!agent) throw validationFailed([{ field: "intent.agent_id", code: "unknown_agent", message: "must name an agent of this organization" }]);
-    const principal = await this.principals.get(caller.organizationId, agent.acting_for_principal_id);
-    if (!principal) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
-    const input: EvaluationInput = {
-      intent: intent as unknown as EvaluationInput["intent"],
-      agent: { agent_id: agent.agent_id, state: agent.state },
-      principal: { principal_id: principal.principal_id, external_ref: principal.external_ref, kind: principal.kind },
-      now: new Date().toISOString(),
-    };
-    return this.dryRun(caller, input, named);
-  }
-
-  /** A dry run against named versions (any state) in place of the active ones; records nothing. */
-  private async dryRun(caller: OrgCaller, input: EvaluationInput, named: Record<string, number>): Promise<Evaluation> {
-    if (Object.keys(named).length === 0) return this.evaluate(caller.organizationId, input);
-    const all = await this.store.versions(caller.organizationId);
-    const modules = all.filter((v) => v.state === "active" && !(v.policy_key in named));
+  /**
+   * The bundle a dry run or replay evaluates, loaded: the organization's active versions with
+   * `named` ones (any state) in their place, and graph version `graphVersion` (any state; 0 for
+   * the active one). With nothing named it is the active head's stored bundle. 422 naming a
+   * version or graph version the organization lacks, or a bundle that does not compile.
+   */
+  async trialBundle(organizationId: string, named: Record<string, number>, graphVersion: number): Promise<TrialBundle> {
+    if (Object.keys(named).length === 0 && graphVersion === 0) {
+      const head = await this.store.head(organizationId);
+      if (!head) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
+      if (!this.engine.has(head.bundle_digest)) {
+        const bytes = await this.store.bundle(head.bundle_digest);
+        if (!bytes) throw new MandateError("evaluation_unavailable", "The organization's policy bundle is missing.");
+        await this.load(head.bundle_digest, bytes, head.policy_versions);
+      }
+      return { digest: head.bundle_digest, policyVersions: head.policy_versions, graphVersion: head.graph_version };
+    }
+    const all = await this.store.versions(organizationId);
+    const modules = all.filter((v) => v.state === "active" && !Object.hasOwn(named, v.policy_key));
+    const missing: FieldError[] = [];
     for (const [key, version] of Object.entries(named)) {
       const v = all.find((x) => x.policy_key === key && x.version === version);
-      if (!v) throw validationFailed([{ field: `policy_versions.${key}`, code: "not_found", message: "no such policy version" }]);
-      modules.push(v);
+      if (v) modules.push(v);
+      else missing.push({ field: `policy_versions.${key}`, code: "not_found", message: "no such policy version" });
     }
-    const graph = await this.store.activeGraph(caller.organizationId);
+    const graph = graphVersion === 0 ? await this.store.activeGraph(organizationId) : await this.store.graphVersion(organizationId, graphVersion);
+    if (graphVersion !== 0 && !graph) missing.push({ field: "graph_version", code: "not_found", message: "no such graph version" });
+    if (missing.length) throw validationFailed(missing);
     const { bundle, head } = await buildOrgBundle(modules, graph ? { version: graph.version, graph: graph.graph as AuthorityGraph } : null);
-    let result;
-    try {
-      await this.engine.load(bundle.digest, bundle.bytes);
-      result = await this.engine.decide(bundle.digest, input);
-    } catch (err) {
-      throw evaluationUnavailable(err, bundle.digest, head.policy_versions);
-    }
-    return { ...result, policyVersions: head.policy_versions, graphVersion: head.graph_version, bundleDigest: bundle.digest };
+    await this.load(bundle.digest, bundle.bytes, head.policy_versions);
+    return { digest: bundle.digest, policyVersions: head.policy_versions, graphVersion: head.graph_version };
   }
+
+  /**
+   * Evaluates one input against a trial bundle under the time limit, as the decision path does
+   * (`decide`: a bundle on probation goes to a worker first, then in-process once proven). A rule
+   * failing at run time is the author's to fix: 422 `policy_runtime_error`, located when opa
+   * names the place; past the time limit it is 503 `evaluation_unavailable`, as on the decision path.
+   */
+  async decideTrial(bundle: TrialBundle, input: EvaluationInput): Promise<Decision> {
+    try {
+      return await this.engine.decide(bundle.digest, input);
+    } catch (err) {
+      // After a trap the engine drops the instance; the next trial loads the bundle again.
+      throw trialFailure(err, bundle);
+    }
+  }
+
+  private async load(digest: string, bytes: Uint8Array, policyVersions: Record<string, number>): Promise<void> {
+    try {
+      await this.engine.load(digest, bytes);
+    } catch (err) {
+      throw evaluationUnavailable(err, digest, policyVersions);
+    }
+  }
+}
+
+/** A bundle loaded for a dry run or replay, and what was compiled into it. */
+export interface TrialBundle {
+  digest: string;
+  policyVersions: Record<string, number>;
+  graphVersion: number;
+}
+
+// opa-wasm's located runtime errors read `<file>.rego:<line>:<column>: <message>`
+// (e.g. `policies/conflict.rego:7:1: var assignment conflict`).
+const LOCATED = /([^\s:]+\.rego):(\d+):(\d+):\s*([^\n]*)/;
+
+/**
+ * A dry run's or replay's failure as callers see it. Time limits and engine trouble stay 503
+ * `evaluation_unavailable`; a rule that fails at run time, or a policy whose result is malformed,
+ * is 422 `policy_runtime_error`, with the file, line and column opa reports.
+ */
+function trialFailure(err: unknown, bundle: TrialBundle): unknown {
+  if (err instanceof MandateError || !(err instanceof EvaluationError) || err instanceof EvaluationTimeoutError) {
+    return evaluationUnavailable(err, bundle.digest, bundle.policyVersions);
+  }
+  const located = LOCATED.exec(err.message);
+  if (located) {
+    const [, file, line, column, message] = located;
+    return new MandateError("policy_runtime_error", `A policy failed at run time: ${file}:${line}:${column}: ${message}`, [
+      { field: file!, code: "runtime_error", message: message!, line: Number(line), column: Number(column) },
+    ]);
+  }
+  if (/^(policy error|the decision|the bundle produced no decision)/.test(err.message)) {
+    return new MandateError("policy_runtime_error", `The policies did not produce a well-formed decision: ${err.message}`, [
+      { field: "bundle", code: "runtime_error", message: err.message },
+    ]);
+  }
+  return evaluationUnavailable(err, bundle.digest, bundle.policyVersions);
 }

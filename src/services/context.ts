@@ -22,5 +22,12 @@ export function anyCaller(ctx: HandlerContext): Caller {
   return ctx.values.get(callerKey);
 }
 
+/**
+ * A `/v1` request's body as received, for methods whose whole body is the message: what a dry
+ * run checks for duplicate member names and imprecise numbers, as a signed Intent's bytes are
+ * checked (its parsed message can no longer show them). Unset on gRPC and Connect.
+ */
+export const rawJsonBodyKey = createContextKey<Uint8Array | undefined>(undefined, { description: "raw JSON body" });
+
 /** The peer address, captured by the node adapter before interceptors run. */
 export const clientAddressKey = createContextKey<string>("", { description: "client address" });

@@ -1,19 +1,14 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { type JsonObject, fromJson } from "@bufbuild/protobuf";
-import { ListValueSchema } from "@bufbuild/protobuf/wkt";
+import { ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../base/errors.js";
-import type { Policies, PolicyChangeRow, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
-import type { PolicyEvaluation } from "../domain/policy-evaluation.js";
-import { PolicyService, type PolicySource, type EvaluatePolicyRequest, type PolicyChangeRequest } from "../gen/mandate/v1/policies_pb.js";
-import { orgCaller } from "./context.js";
+import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
+import type { PolicyTrials } from "../domain/policy-trials.js";
+import { PolicyService, type PolicySource, type EvaluatePolicyRequest, type ReplayPoliciesRequest } from "../gen/mandate/v1/policies_pb.js";
+import { orgCaller, rawJsonBodyKey } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
-const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded", "disabled"] as const, "state");
-
-const changeKinds = enumCodec(["rollback", "disable"] as const, "kind");
-
-/** A change is answered only pending or applied; a stale one is refused, never shown. */
-const changeStates = enumCodec(["pending_approval", "applied"] as const, "state");
+const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded"] as const, "state");
 
 const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
 
@@ -35,18 +30,6 @@ const versionMessage = (v: PolicyVersionRow) => ({
   publishedAt: ts(v.published_at),
 });
 
-const changeMessage = (c: PolicyChangeRow) => ({
-  policyKey: c.policy_key,
-  kind: changeKinds.toProto(c.kind),
-  state: changeStates.toProto(c.state === "applied" ? "applied" : "pending_approval"),
-  fromVersion: c.from_version,
-  toVersion: c.to_version,
-  requestedBy: c.requested_by,
-  approvedBy: c.approved_by ?? "",
-  requestedAt: ts(c.requested_at),
-  appliedAt: ts(c.applied_at),
-});
-
 const policyMessage = (key: string, description: string, versions: PolicyVersionRow[]) => ({
   policyKey: key,
   description,
@@ -58,7 +41,7 @@ const policyMessage = (key: string, description: string, versions: PolicyVersion
 export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
   constructor(
     private readonly policies: Policies,
-    private readonly evaluation: PolicyEvaluation,
+    private readonly trials: PolicyTrials,
   ) {}
 
   async createPolicy(req: { policyKey: string; description: string; source?: PolicySource }, ctx: HandlerContext) {
@@ -91,21 +74,46 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
   }
 
   async evaluatePolicy(req: EvaluatePolicyRequest, ctx: HandlerContext) {
-    const result = await this.evaluation.dryRunIntent(orgCaller(ctx), req.intent ?? {}, req.policyVersions);
-    return { outcome: outcomes.toProto(result.outcome), reason: result.reason, trace: fromJson(ListValueSchema, result.trace as never) };
+    const result = await this.trials.dryRun(orgCaller(ctx), {
+      intent: req.intent ?? {},
+      json: ctx.values.get(rawJsonBodyKey),
+      policyVersions: req.policyVersions,
+      graphVersion: req.graphVersion,
+      now: req.now ? timestampDate(req.now) : null,
+    });
+    return {
+      outcome: outcomes.toProto(result.outcome),
+      reason: result.reason,
+      trace: fromJson(ListValueSchema, result.trace as never),
+      policyVersions: result.policyVersions,
+      graphVersion: result.graphVersion,
+      bundleDigest: result.bundleDigest,
+      now: ts(new Date(result.now)),
+      rules: [],
+    };
+  }
+
+  async replayPolicies(req: ReplayPoliciesRequest, ctx: HandlerContext) {
+    const r = await this.trials.replay(orgCaller(ctx), { policyVersions: req.policyVersions, graphVersion: req.graphVersion, limit: req.limit });
+    const pair = (p: { outcome: "ALLOW" | "DENY" | "HUMAN_REVIEW"; reason: string }) => ({ outcome: outcomes.toProto(p.outcome), reason: p.reason });
+    return {
+      evaluated: r.evaluated,
+      unchanged: r.unchanged,
+      flipped: r.flipped.map((f) => ({ decisionId: f.decision_id, old: pair(f.old), new: pair(f.new) })),
+      flipsByOutcome: r.flipsByOutcome.map((c) => ({ oldOutcome: outcomes.toProto(c.old), newOutcome: outcomes.toProto(c.new), count: c.count })),
+      policyVersions: r.policyVersions,
+      graphVersion: r.graphVersion,
+      bundleDigest: r.bundleDigest,
+    };
   }
 
   // Issue 20 contract; implemented by the authoring work in progress.
-  replayPolicies(): never {
+  rollbackPolicy(): never {
     throw new ConnectError("not implemented yet", Code.Unimplemented);
   }
 
-  async rollbackPolicy(req: PolicyChangeRequest, ctx: HandlerContext) {
-    return changeMessage(await this.policies.rollback(orgCaller(ctx), req.policyKey, req.note));
-  }
-
-  async disablePolicy(req: PolicyChangeRequest, ctx: HandlerContext) {
-    return changeMessage(await this.policies.disable(orgCaller(ctx), req.policyKey, req.note));
+  disablePolicy(): never {
+    throw new ConnectError("not implemented yet", Code.Unimplemented);
   }
 
   getBundle(): never {

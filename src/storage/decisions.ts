@@ -80,6 +80,24 @@ export interface DecisionQuery {
   limit: number;
 }
 
+/**
+ * A recorded, evaluated decision with what its evaluation's input was made of, for evaluating it
+ * again (replay). `now`, `agent` and `principal` are those the decision's evidence record holds;
+ * null in records written before evidence held them.
+ */
+export interface RecordedEvaluation {
+  decision_id: string;
+  outcome: Outcome;
+  reason: string;
+  intent: Record<string, unknown>;
+  evaluated_at: Date;
+  now: string | null;
+  agent: { agent_id: string; state: string } | null;
+  principal: { principal_id: string; external_ref: string | null; kind: string } | null;
+  /** The deciding agent's acting principal as stored (an agent's acting principal and a principal's attributes never change). */
+  acting_principal: { principal_id: string; external_ref: string | null; kind: string };
+}
+
 /** A review step computed from the decision as it stands under lock. */
 export interface ReviewChange {
   status: "PENDING" | "RESOLVED";
@@ -102,6 +120,11 @@ export interface DecisionStore {
   byNonce(agentId: string, nonce: string): Promise<DecisionRow | null>;
   /** The organization's decisions matching `query`, newest first. */
   list(organizationId: string, query: DecisionQuery): Promise<DecisionRow[]>;
+  /**
+   * The organization's latest `limit` decisions that were evaluated (not those of a suspended
+   * agent, which no policy decided), newest first, each with its evaluation's recorded input.
+   */
+  recordedEvaluations(organizationId: string, limit: number): Promise<RecordedEvaluation[]>;
   /** One entry per lookup, in order; null for an unknown certificate. */
   intentContexts(lookups: readonly IntentLookup[]): Promise<(IntentContext | null)[]>;
   /**

@@ -9,7 +9,7 @@ import { requireStorableText } from "../base/text.js";
 import { accessOf } from "./access.js";
 import { authenticate, type HeaderSource } from "./authenticate.js";
 import type { ClientAddressOf } from "./client-address.js";
-import { callerKey, clientAddressKey, requestIdKey } from "../services/context.js";
+import { callerKey, clientAddressKey, rawJsonBodyKey, requestIdKey } from "../services/context.js";
 import { asClientInput, reachedPipelineKey } from "./connect-errors.js";
 import { describeError, toConnectError } from "./errors.js";
 import { Metrics } from "./metrics.js";
@@ -29,6 +29,8 @@ interface Invocation {
   requestMethod: string;
   url: string;
   headers: () => Headers;
+  /** The `/v1` JSON body when it is the whole message (see rawJsonBodyKey). */
+  jsonBody?: Uint8Array;
 }
 
 /**
@@ -124,7 +126,9 @@ export class RequestPipeline {
     request: Invocation & { requestId: string },
   ): Promise<Message> {
     requireStorableText(message);
-    const ctx = new InvocationContext(call, request, createContextValues().set(callerKey, caller).set(requestIdKey, request.requestId));
+    const values = createContextValues().set(callerKey, caller).set(requestIdKey, request.requestId);
+    if (request.jsonBody) values.set(rawJsonBodyKey, request.jsonBody);
+    const ctx = new InvocationContext(call, request, values);
     const result = await call.impl[call.method.localName]!.call(call.impl, message, ctx);
     return create(call.method.output, result as Record<string, unknown>);
   }

@@ -166,7 +166,7 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       const caller = await pipeline.authenticate(route.service.typeName, route.method.name, headerReader(req.headers), clientAddress);
       const message = buildRequest(route, match, url, body);
       const call = { service: route.service, method: route.method, impl: impls.get(route.service.typeName)! };
-      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headersOf(req.headers), requestId });
+      const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headersOf(req.headers), requestId, jsonBody: route.body === "*" && body.length > 0 ? body : undefined });
       send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
       if (err instanceof ClientClosedError) {

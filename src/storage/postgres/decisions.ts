@@ -1,5 +1,5 @@
 import type { EvidenceRecord } from "../../evidence/record.js";
-import type { DecisionQuery, DecisionRow, DecisionStore, IntentContext, IntentLookup, NewDecision, ReviewChange, ReviewEntry } from "../decisions.js";
+import type { DecisionQuery, DecisionRow, DecisionStore, IntentContext, IntentLookup, NewDecision, RecordedEvaluation, ReviewChange, ReviewEntry } from "../decisions.js";
 import { NotFoundError } from "../errors.js";
 import type { OrganizationKey } from "../keys.js";
 import { rowsByKey, type Database, type Queryable } from "./database.js";
@@ -141,6 +141,29 @@ export const decisionSql = {
     return rows;
   },
 
+  /**
+   * The latest evaluated decisions with their evaluation's input: the decisions queue index gives
+   * the newest first; each one's evidence record is read by its primary key for the input members
+   * the Intent path records beside the Intent (null in older records).
+   */
+  async recordedEvaluations(q: Queryable, organizationId: string, limit: number): Promise<RecordedEvaluation[]> {
+    const { rows } = await q.query<RecordedEvaluation>({
+      name: "decisions_recorded_evaluations",
+      text: `SELECT d.decision_id, d.outcome, d.reason, d.intent, d.evaluated_at,
+                    e.payload -> 'now' #>> '{}' AS now, e.payload -> 'agent' AS agent, e.payload -> 'principal' AS principal,
+                    json_build_object('principal_id', p.principal_id, 'external_ref', p.external_ref, 'kind', p.kind) AS acting_principal
+               FROM (SELECT decision_id, outcome, reason, intent, evaluated_at, evidence_id, agent_id FROM decisions
+                      WHERE organization_id = $1 AND bundle_digest <> ''
+                      ORDER BY evaluated_at DESC, decision_id DESC LIMIT $2) d
+               JOIN LATERAL (SELECT document::jsonb -> 'payload' AS payload FROM evidence_records WHERE evidence_id = d.evidence_id) e ON true
+               JOIN agents a ON a.agent_id = d.agent_id
+               JOIN principals p ON p.principal_id = a.acting_for_principal_id
+              ORDER BY d.evaluated_at DESC, d.decision_id DESC`,
+      values: [organizationId, limit],
+    });
+    return rows.map((r) => ({ ...r, agent: r.agent ?? null, principal: r.principal ?? null, now: r.now ?? null }));
+  },
+
   /** Records review progress. */
   async setReview(q: Queryable, decisionId: string, status: "PENDING" | "RESOLVED", resolution: ReviewEntry | null, approvals: ReviewEntry[]): Promise<void> {
     await q.query("UPDATE decisions SET status = $2, resolution = $3, approvals = $4 WHERE decision_id = $1", [
@@ -209,6 +232,10 @@ export class PostgresDecisionStore implements DecisionStore {
 
   intentContexts(lookups: readonly IntentLookup[]): Promise<(IntentContext | null)[]> {
     return decisionSql.intentContexts(this.db.pool, lookups);
+  }
+
+  recordedEvaluations(organizationId: string, limit: number): Promise<RecordedEvaluation[]> {
+    return decisionSql.recordedEvaluations(this.db.pool, organizationId, limit);
   }
 
   review(organizationId: string, decisionId: string, step: (current: DecisionRow) => ReviewChange): Promise<DecisionRow> {
