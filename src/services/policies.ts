@@ -2,13 +2,18 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import { type JsonObject, fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../base/errors.js";
-import type { Policies, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
+import type { Policies, PolicyChangeRow, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
 import type { PolicyTrials } from "../domain/policy-trials.js";
-import { PolicyService, type PolicySource, type EvaluatePolicyRequest, type ReplayPoliciesRequest } from "../gen/mandate/v1/policies_pb.js";
+import { PolicyService, type PolicySource, type EvaluatePolicyRequest, type ReplayPoliciesRequest, type PolicyChangeRequest } from "../gen/mandate/v1/policies_pb.js";
 import { orgCaller, rawJsonBodyKey } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
-const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded"] as const, "state");
+const versionStates = enumCodec(["draft", "in_review", "approved", "active", "superseded", "disabled"] as const, "state");
+
+const changeKinds = enumCodec(["rollback", "disable"] as const, "kind");
+
+/** A change is answered only pending or applied; a stale one is refused, never shown. */
+const changeStates = enumCodec(["pending_approval", "applied"] as const, "state");
 
 const outcomes = enumCodec(["ALLOW", "DENY", "HUMAN_REVIEW"] as const, "outcome");
 
@@ -28,6 +33,18 @@ const versionMessage = (v: PolicyVersionRow) => ({
   approver: v.approver ?? "",
   createdAt: ts(v.created_at),
   publishedAt: ts(v.published_at),
+});
+
+const changeMessage = (c: PolicyChangeRow) => ({
+  policyKey: c.policy_key,
+  kind: changeKinds.toProto(c.kind),
+  state: changeStates.toProto(c.state === "applied" ? "applied" : "pending_approval"),
+  fromVersion: c.from_version,
+  toVersion: c.to_version,
+  requestedBy: c.requested_by,
+  approvedBy: c.approved_by ?? "",
+  requestedAt: ts(c.requested_at),
+  appliedAt: ts(c.applied_at),
 });
 
 const policyMessage = (key: string, description: string, versions: PolicyVersionRow[]) => ({
@@ -108,12 +125,12 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
   }
 
   // Issue 20 contract; implemented by the authoring work in progress.
-  rollbackPolicy(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  async rollbackPolicy(req: PolicyChangeRequest, ctx: HandlerContext) {
+    return changeMessage(await this.policies.rollback(orgCaller(ctx), req.policyKey, req.note));
   }
 
-  disablePolicy(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  async disablePolicy(req: PolicyChangeRequest, ctx: HandlerContext) {
+    return changeMessage(await this.policies.disable(orgCaller(ctx), req.policyKey, req.note));
   }
 
   getBundle(): never {
