@@ -4,13 +4,15 @@ import type { AuthorityGraph } from "../policy/graph-types.js";
 import type { Publication } from "../storage/policies.js";
 import { MandateError } from "../base/errors.js";
 
-/** A module of a bundle: one policy version's Rego. */
+/** A module of a bundle: one policy version's Rego, and the source it was compiled from. */
 export interface BundleModule {
   policy_key: string;
   version: number;
   rego: string;
+  source?: { rego?: string };
 }
 
+/** A bundle opa refused, as callers see it: 422 `policy_compile_failed` with opa's located errors. */
 export function compileFailed(err: PolicyCompileError): MandateError {
   return new MandateError(
     "policy_compile_failed",
@@ -26,7 +28,8 @@ export async function buildOrgBundle(
 ): Promise<Omit<Publication, "evidence">> {
   let built;
   try {
-    built = await buildBundle({ policies: modules, graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
+    const policies = modules.map((m) => ({ policy_key: m.policy_key, version: m.version, rego: m.rego, handwritten: Boolean(m.source?.rego) }));
+    built = await buildBundle({ policies, graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
   } catch (err) {
     if (err instanceof PolicyCompileError) throw compileFailed(err);
     throw err;

@@ -13,7 +13,18 @@ export interface BundlePolicy {
   policy_key: string;
   version: number;
   rego: string;
+  /** Written by hand rather than compiled from a rules document (see HANDWRITTEN_METADATA). */
+  handwritten?: boolean;
 }
+
+/**
+ * The bundle manifest's metadata key listing the policies written by hand in Rego. Rego compiled
+ * from a rules document costs a bounded amount per input (conditions over the document's own
+ * values, authority lookups in the precomputed graph index); hand-written Rego may iterate without
+ * bound on some inputs and not others, so the engine never evaluates such a bundle on the event
+ * loop (docs/architecture.md, Policies). Absent when every policy is compiled from rules.
+ */
+export const HANDWRITTEN_METADATA = "mandate_handwritten_policies";
 
 /** Everything an organization's bundle is built from. */
 export interface BundleRequest {
@@ -79,6 +90,8 @@ async function withWorkspace<T>(policies: readonly BundlePolicy[], data: unknown
     for (const { name, rego } of await libraryModules()) await writeFile(join(root, "library", name), rego);
     for (const p of policies) await writeFile(join(root, "policies", `${p.policy_key}.rego`), p.rego);
     await writeFile(join(root, "data.json"), JSON.stringify(data));
+    const handwritten = policies.filter((p) => p.handwritten).map((p) => p.policy_key);
+    if (handwritten.length > 0) await writeFile(join(root, ".manifest"), JSON.stringify({ metadata: { [HANDWRITTEN_METADATA]: handwritten } }));
     return await work(root);
   } finally {
     await rm(dir, { recursive: true, force: true });

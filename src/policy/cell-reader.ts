@@ -35,7 +35,7 @@ export class CellReader {
       return null;
     }
     if (typeof raw !== "string") {
-      this.report(field, "invalid_type", `${field} must be a string`);
+      this.report(field, "invalid_type", `${field} must be a string (found ${shown(raw)})`);
       return undefined;
     }
     const value = raw.trim();
@@ -46,14 +46,14 @@ export class CellReader {
   name(field: string, required: boolean): string | null {
     const value = this.text(field, required);
     if (value == null) return null;
-    if (!ROLE_NAME.test(value)) return this.invalid(field, `a role name must match ${ROLE_NAME.source}`);
+    if (!ROLE_NAME.test(value)) return this.invalid(field, value, `a role name must match ${ROLE_NAME.source}`);
     return value;
   }
 
   ref(field: string, required: boolean): string | null {
     const value = this.text(field, required);
     if (value == null) return null;
-    if (value.startsWith(ROLE_PREFIX)) return this.invalid(field, `${field} must be a principal's external_ref, not a role`);
+    if (value.startsWith(ROLE_PREFIX)) return this.invalid(field, value, `${field} must be a principal's external_ref, not a role`);
     return value;
   }
 
@@ -61,7 +61,7 @@ export class CellReader {
     const value = this.text(field, true);
     if (value == null) return null;
     if (value.startsWith(ROLE_PREFIX) && !ROLE_NAME.test(value.slice(ROLE_PREFIX.length))) {
-      return this.invalid(field, `a role holder must be role:<name> with a name matching ${ROLE_NAME.source}`);
+      return this.invalid(field, value, `a role holder must be role:<name> with a name matching ${ROLE_NAME.source}`);
     }
     return value;
   }
@@ -69,20 +69,20 @@ export class CellReader {
   action(field: string): string | null {
     const value = this.text(field, true);
     if (value == null) return null;
-    return ACTION_PATTERN.test(value) ? value : this.invalid(field, `an action must match ${ACTION_PATTERN.source}`);
+    return ACTION_PATTERN.test(value) ? value : this.invalid(field, value, `an action must match ${ACTION_PATTERN.source}`);
   }
 
   currency(field: string): string | null {
     const value = this.text(field, true);
     if (value == null) return null;
-    return CURRENCY.test(value) ? value : this.invalid(field, "a currency must be a three-letter ISO 4217 code in capitals");
+    return CURRENCY.test(value) ? value : this.invalid(field, value, "a currency must be a three-letter ISO 4217 code in capitals");
   }
 
   amount(field: string): number | null {
     const value = this.number(field, CSV_AMOUNT);
     if (value === null) return null;
     if (value < 0) {
-      this.report(field, "negative_amount", `${field} must not be negative`);
+      this.report(field, "negative_amount", `${field} must not be negative (found ${shown(this.cells[field])})`);
       return null;
     }
     return value;
@@ -92,7 +92,7 @@ export class CellReader {
     const value = this.number(field, CSV_COUNT);
     if (value === null) return null;
     if (!Number.isInteger(value) || value < 0 || value > MAX_APPROVALS) {
-      return this.invalid(field, `${field} must be a whole number from 0 to ${MAX_APPROVALS}`);
+      return this.invalid(field, this.cells[field], `${field} must be a whole number from 0 to ${MAX_APPROVALS}`);
     }
     return value;
   }
@@ -105,7 +105,7 @@ export class CellReader {
     const time = /^\d{4}-\d{2}-\d{2}$/.test(value) ? Date.parse(`${value}T00:00:00Z`) : NaN;
     const valid = !Number.isNaN(time) && new Date(time).toISOString().startsWith(value);
     if (valid) return value;
-    this.report(field, "invalid_date", `${field} must be an ISO date, YYYY-MM-DD`);
+    this.report(field, "invalid_date", `${field} must be an ISO date, YYYY-MM-DD (found ${shown(value)})`);
     return undefined;
   }
 
@@ -117,20 +117,27 @@ export class CellReader {
     }
     if (this.typed) {
       if (typeof raw === "number" && Number.isFinite(raw)) return raw;
-      return this.invalid(field, `${field} must be a number`);
+      return this.invalid(field, raw, `${field} must be a number`);
     }
     const text = String(raw).trim();
     if (/^-\d/.test(text)) {
-      this.report(field, "negative_amount", `${field} must not be negative`);
+      this.report(field, "negative_amount", `${field} must not be negative (found ${shown(text)})`);
       return null;
     }
-    return csvPattern.test(text) ? Number(text) : this.invalid(field, `${field} must be a plain decimal number such as 1500 or 1500.50`);
+    return csvPattern.test(text) ? Number(text) : this.invalid(field, text, `${field} must be a plain decimal number such as 1500 or 1500.50`);
   }
 
-  private invalid(field: string, message: string): null {
-    this.report(field, "invalid_value", message);
+  // The message ends with the value as found, so an author sees what to fix without the file open.
+  private invalid(field: string, value: unknown, rule: string): null {
+    this.report(field, "invalid_value", `${rule} (found ${shown(value)})`);
     return null;
   }
+}
+
+/** A value as an error message quotes it: JSON, cut to a readable length. */
+export function shown(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
 /** Whether a parsed YAML/JSON value is a plain object (not null, not a list). */

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
 import { EvaluationError, EvaluationTimeoutError, PolicyRuntimeError, evaluationFailure } from "./errors.js";
 import { EvaluationLane, type IsolatedBundle } from "./isolation.js";
+import { HANDWRITTEN_METADATA } from "./build.js";
 import { ENTRYPOINT } from "./opa.js";
 import { OUTCOMES, REASON_PATTERN, type Outcome } from "./rules.js";
 import { readTarGz } from "./tar.js";
@@ -80,6 +81,8 @@ export interface EngineStats {
 
 interface Loaded extends IsolatedBundle {
   policy: LoadedPolicy;
+  /** It holds hand-written Rego: evaluated in a worker always (build.ts, HANDWRITTEN_METADATA). */
+  handwritten: boolean;
   /** An evaluation of it finished in the worker, fast: from then on it is evaluated in-process. */
   proven: boolean;
   /** The evaluation on probation in flight: concurrent ones wait for it instead of queueing. */
@@ -100,16 +103,18 @@ const COOL_DOWN_MS = 1_000;
  * WebAssembly); evaluation is deterministic and fails closed: any problem is an
  * EvaluationError, never a decision.
  *
- * Time limit and isolation (`decide`, docs/architecture.md, Policies): a bundle is evaluated
- * in-process (synchronously, on the event loop: the hot path) once it is known fast. Until then
- * (its first evaluation after loading) and once quarantined, it is evaluated in a worker thread
- * under a hard deadline, the limit: past it the worker is terminated and replaced and the
- * evaluation fails with EvaluationTimeoutError. Every in-process evaluation is timed; one past the
- * limit, or slow ones (over a fifth of the limit) adding up to the limit within a minute,
- * quarantine the bundle's digest. Quarantine lasts as long as the process (a new publication is
- * a new digest); a quarantined bundle stopped at the limit is refused at once for a second after.
- * An in-process evaluation cannot be interrupted: a bundle fast on its first
- * input and slow on a later one still blocks the event loop once, for as long as it runs.
+ * Time limit and isolation (`decide`, docs/architecture.md, Policies): a bundle compiled only
+ * from rules documents is evaluated in-process (synchronously, on the event loop: the hot path)
+ * once it is known fast; its cost per input is bounded by construction. Until then (its first
+ * evaluation after loading), always when it holds hand-written Rego (whose cost may depend on
+ * the input without bound), and once quarantined, it is evaluated in a worker thread under a hard
+ * deadline, the limit: past it the worker is terminated and replaced and the evaluation fails
+ * with EvaluationTimeoutError. Each kind waits in its own lane, so a slow tenant delays a lane
+ * it shares with others at most once per bundle, by at most the limit. Every evaluation is
+ * timed; one past the limit, or slow ones (over a fifth of the limit) adding up to the limit
+ * within a minute, quarantine the bundle's digest. Quarantine lasts as long as the process (a new
+ * publication is a new digest); a quarantined bundle stopped at the limit is refused at once for
+ * a second after.
  */
 export class PolicyEngine {
   private readonly capacity: number;
@@ -123,9 +128,10 @@ export class PolicyEngine {
   private readonly quarantine = new Set<string>();
   private readonly slow = new Map<string, { since: number; ms: number }>();
   private readonly coolingDown = new Map<string, number>();
-  // Bundles on probation and quarantined bundles wait in separate lanes, so a slow tenant's
-  // evaluations never delay another organization's first evaluation of a new bundle for long.
+  // Bundles on probation, hand-written bundles and quarantined bundles wait in separate lanes, so
+  // a slow tenant's evaluations never delay another organization's for long.
   private readonly probation: EvaluationLane;
+  private readonly handwritten: EvaluationLane;
   private readonly quarantined: EvaluationLane;
   private timeouts = 0;
   private isolated = 0;
@@ -138,6 +144,7 @@ export class PolicyEngine {
     this.onQuarantine = options.onQuarantine ?? (() => undefined);
     // Probes are fast and one per new bundle: a deep queue, for the burst after a restart.
     this.probation = new EvaluationLane("probation", this.timeoutMs, 1024);
+    this.handwritten = new EvaluationLane("hand-written", this.timeoutMs, 1024);
     this.quarantined = new EvaluationLane("quarantine", this.timeoutMs, 64);
   }
 
@@ -152,14 +159,14 @@ export class PolicyEngine {
       quarantined: this.quarantine.size,
       timeouts: this.timeouts,
       isolatedEvaluations: this.isolated,
-      workersTerminated: this.probation.terminated + this.quarantined.terminated,
+      workersTerminated: this.probation.terminated + this.handwritten.terminated + this.quarantined.terminated,
       policyFailures: this.policyFailures,
     };
   }
 
   /** Stops the worker threads. */
   async close(): Promise<void> {
-    await Promise.all([this.probation.close(), this.quarantined.close()]);
+    await Promise.all([this.probation.close(), this.handwritten.close(), this.quarantined.close()]);
   }
 
   /** Whether a bundle is ready to evaluate without loading. */
@@ -187,12 +194,12 @@ export class PolicyEngine {
 
   /**
    * Evaluates an intent against a loaded bundle under the time limit: in-process when the bundle
-   * is known fast, else in a worker thread (see the class comment). Throws EvaluationTimeoutError
+   * is compiled from rules documents and known fast, else in a worker thread (see the class comment). Throws EvaluationTimeoutError
    * past the limit, EvaluationError as `evaluate` does.
    */
   decide(digest: string, input: DecisionInput): Decision | Promise<Decision> {
     const loaded = this.bundles.get(digest);
-    if (loaded?.proven && !this.quarantine.has(digest)) return this.evaluate(digest, input);
+    if (loaded?.proven && !loaded.handwritten && !this.quarantine.has(digest)) return this.evaluate(digest, input);
     if (!loaded) throw new EvaluationError(`bundle ${digest} is not loaded`);
     this.touch(digest);
     return this.isolate(loaded, input);
@@ -236,14 +243,15 @@ export class PolicyEngine {
       if (until !== undefined && performance.now() < until) {
         throw new EvaluationTimeoutError(digest, this.timeoutMs, "cooling_down", `its last evaluation was stopped at the ${this.timeoutMs} ms limit under ${COOL_DOWN_MS} ms ago`);
       }
-    } else if (loaded.probe) {
+    } else if (loaded.probe && !loaded.handwritten) {
       // Wait for the probe's verdict, then go where it sends this bundle.
       await loaded.probe.catch(() => undefined);
       return this.decide(digest, input);
     }
     this.isolated++;
-    const running = (quarantined ? this.quarantined : this.probation).run(loaded, input);
-    if (!quarantined) loaded.probe = running;
+    const lane = quarantined ? this.quarantined : loaded.handwritten ? this.handwritten : this.probation;
+    const running = lane.run(loaded, input);
+    if (lane === this.probation) loaded.probe = running;
     let result;
     try {
       result = await running;
@@ -309,7 +317,7 @@ export class PolicyEngine {
       const entrypoint: unknown = policy.entrypoints[ENTRYPOINT];
       if (typeof entrypoint !== "number") throw new Error(`the bundle has no ${ENTRYPOINT} entrypoint`);
       policy.setData(data);
-      loaded = { digest, policy, entrypoint, module, data, proven: false, probe: null };
+      loaded = { digest, policy, entrypoint, module, data, handwritten: listsHandwritten(files.get(".manifest")), proven: false, probe: null };
     } catch (cause) {
       throw new EvaluationError(`cannot load bundle ${digest}: ${describe(cause)}`, { cause });
     }
@@ -331,6 +339,14 @@ export class PolicyEngine {
       this.bundles.set(digest, loaded);
     }
   }
+}
+
+// Whether the bundle's manifest names hand-written policies; a bundle without one has none.
+function listsHandwritten(manifest: Buffer | undefined): boolean {
+  if (!manifest) return false;
+  const metadata: unknown = (JSON.parse(manifest.toString("utf8")) as { metadata?: unknown }).metadata;
+  const listed = isRecord(metadata) ? metadata[HANDWRITTEN_METADATA] : undefined;
+  return Array.isArray(listed) && listed.length > 0;
 }
 
 // Checks the result set against the decision contract; anything else is an error, so a

@@ -1,5 +1,6 @@
-import { byRow, parseGovernanceDocument } from "./governance-import.js";
+import { byLine, parseGovernanceDocument } from "./governance-import.js";
 import { checkGraph } from "./graph-checks.js";
+import { findWarnings, type Origin } from "./graph-warnings.js";
 import type { AuthorityGraph, GovernanceDocument, GovernanceError, GraphGeneration } from "./graph-types.js";
 
 /**
@@ -7,34 +8,35 @@ import type { AuthorityGraph, GovernanceDocument, GovernanceError, GraphGenerati
  * memberships, delegation documents give limits (empty delegate) and delegations, approval
  * matrices give bands. Every problem, including those only visible once the documents are
  * combined (unknown principals, role cycles, delegating more than is held), is reported
- * against the document and row it came from.
+ * against the document and file line it came from; what is sound but suspect (delegation
+ * cycles, rows another row makes irrelevant) comes back as warnings.
  */
 export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipalRefs: ReadonlySet<string>): GraphGeneration {
   const errors: GovernanceError[] = [];
   const graph: AuthorityGraph = { roles: [], memberships: [], limits: [], delegations: [], approval_matrix: [] };
-  // Where each entry of each list came from, to report combined-graph problems by row.
-  const origin: Record<keyof AuthorityGraph, { document_id: string; row: number }[]> = {
+  // Where each entry of each list came from, to report combined-graph problems by line.
+  const origin: Record<keyof AuthorityGraph, Origin[]> = {
     roles: [], memberships: [], limits: [], delegations: [], approval_matrix: [],
   };
   const roleIndex = new Map<string, number>();
-  const declareRole = (role: string, reportsTo: string | null, document_id: string, row: number): void => {
+  const declareRole = (role: string, reportsTo: string | null, from: Origin): void => {
     const at = roleIndex.get(role);
     if (at === undefined) {
       roleIndex.set(role, graph.roles.length);
       graph.roles.push({ role, reports_to: reportsTo });
-      origin.roles.push({ document_id, row });
+      origin.roles.push(from);
       return;
     }
     const existing = graph.roles[at]!;
     if (reportsTo === null || existing.reports_to === reportsTo) return;
     if (existing.reports_to === null) {
       existing.reports_to = reportsTo;
-      origin.roles[at] = { document_id, row };
+      origin.roles[at] = from;
       return;
     }
     errors.push({
-      document_id, row, field: "reports_to", code: "conflicting_reports_to",
-      message: `role "${role}" already reports to "${existing.reports_to}"`,
+      document_id: from.document_id, ...from.at("reports_to"), field: "reports_to", code: "conflicting_reports_to",
+      message: `role "${role}" already reports to "${existing.reports_to}" (found "${reportsTo}")`,
     });
   };
 
@@ -44,15 +46,19 @@ export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipa
       errors.push(...parsed.errors);
       continue;
     }
-    const from = (row: number) => ({ document_id: doc.document_id, row });
+    const from = (row: { line: number }): Origin => ({
+      document_id: doc.document_id,
+      line: row.line,
+      at: (field) => parsed.at(row, field) ?? { line: row.line },
+    });
     switch (parsed.kind) {
       case "signing_schedule":
         for (const r of parsed.rows) {
-          declareRole(r.role, r.reports_to, doc.document_id, r.row);
-          if (r.reports_to !== null && !roleIndex.has(r.reports_to)) declareRole(r.reports_to, null, doc.document_id, r.row);
+          declareRole(r.role, r.reports_to, from(r));
+          if (r.reports_to !== null && !roleIndex.has(r.reports_to)) declareRole(r.reports_to, null, from(r));
           if (r.principal !== null) {
             graph.memberships.push({ principal: r.principal, role: r.role });
-            origin.memberships.push(from(r.row));
+            origin.memberships.push(from(r));
           }
         }
         break;
@@ -61,17 +67,18 @@ export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipa
           const { holder, delegate, action, currency, max_amount, valid_until } = r;
           if (delegate === null) {
             graph.limits.push({ holder, action, currency, max_amount, valid_until });
-            origin.limits.push(from(r.row));
+            origin.limits.push(from(r));
           } else {
             graph.delegations.push({ holder, delegate, action, currency, max_amount, valid_until });
-            origin.delegations.push(from(r.row));
+            origin.delegations.push(from(r));
           }
         }
         break;
       case "approval_matrix":
-        for (const { row, ...band } of parsed.rows) {
+        for (const r of parsed.rows) {
+          const { line: _line, ...band } = r;
           graph.approval_matrix.push(band);
-          origin.approval_matrix.push(from(row));
+          origin.approval_matrix.push(from(r));
         }
         break;
     }
@@ -84,12 +91,12 @@ export function generateGraph(docs: readonly GovernanceDocument[], knownPrincipa
     const o = list !== undefined && index !== undefined ? origin[list]?.[index] : undefined;
     combined.push({
       document_id: o?.document_id ?? "",
-      row: o?.row ?? null,
+      ...(o ? (field ? o.at(field) : { line: o.line }) : { line: null }),
       field: field ?? null,
       code,
       message,
     });
   });
-  if (combined.length > 0) return { ok: false, errors: byRow(combined, docs.map((d) => d.document_id)) };
-  return { ok: true, graph };
+  if (combined.length > 0) return { ok: false, errors: byLine(combined, docs.map((d) => d.document_id)) };
+  return { ok: true, graph, warnings: findWarnings(graph, origin, docs) };
 }

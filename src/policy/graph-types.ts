@@ -65,36 +65,48 @@ export type GovernanceKind = "delegation_of_authority" | "approval_matrix" | "si
 /** The formats a governance document may be uploaded in. */
 export type GovernanceFormat = "csv" | "yaml" | "json";
 
-/** An uploaded governance document. */
+/** An uploaded governance document; `name` (unique in its organization) is what errors and warnings cite. */
 export interface GovernanceDocument {
   document_id: string;
+  name?: string;
   kind: GovernanceKind;
   format: GovernanceFormat;
   content: string;
 }
 
+/** A 1-based place in a document's text. */
+export interface TextPosition {
+  line: number;
+  column: number;
+}
+
 /**
- * A problem in a governance document. `row` is the 1-based data row for CSV (the header is
- * not counted, blank lines are), the 0-based list index for YAML and JSON, and null for a
- * problem with the document as a whole (syntax, header, shape). `field` is the column.
+ * A problem in a governance document. `line` is the 1-based line of the file (the CSV header
+ * is line 1), or null for a problem with the document as a whole (header, shape) or with the
+ * combined graph that no row carries. `column` is where known: the 1-based field number in a
+ * CSV (what a spreadsheet shows as its column), the 1-based character column in YAML or JSON.
+ * `field` is the column's name. The message echoes the offending value.
  */
 export interface GovernanceError {
   document_id: string;
-  row: number | null;
+  line: number | null;
+  column?: number;
   field: string | null;
   code: string;
   message: string;
-  /**
-   * Where a CSV syntax error or a row with the wrong number of fields is in the text: the
-   * 1-based line, and the 1-based column (field number). Absent for every other problem.
-   */
-  line?: number;
-  column?: number;
 }
 
-/** A signing schedule row: the principal holds the role, which reports to reports_to. */
+/** Something generation accepted but an author should look at, at its document and file line. */
+export interface GovernanceWarning {
+  code: "delegation_cycle" | "shadowed_row";
+  message: string;
+  document_id: string;
+  line: number | null;
+}
+
+/** A signing schedule row (at its file line): the principal holds the role, which reports to reports_to. */
 export interface SigningScheduleRow {
-  row: number;
+  line: number;
   principal: string | null;
   role: string;
   reports_to: string | null;
@@ -102,7 +114,7 @@ export interface SigningScheduleRow {
 
 /** A delegation of authority row; an empty delegate grants the holder its own limit. */
 export interface DelegationRow {
-  row: number;
+  line: number;
   holder: string;
   delegate: string | null;
   action: string;
@@ -113,15 +125,20 @@ export interface DelegationRow {
 
 /** An approval matrix row. */
 export interface ApprovalMatrixRow extends ApprovalBand {
-  row: number;
+  line: number;
 }
 
-/** A governance document's rows, validated field by field (references are checked by generateGraph). */
+/**
+ * A governance document's rows, validated field by field (references are checked by
+ * generateGraph), with `at`, which finds where a field of one of the rows is in the text.
+ */
 export type ParsedGovernanceDocument =
-  | { ok: true; kind: "signing_schedule"; rows: SigningScheduleRow[] }
-  | { ok: true; kind: "delegation_of_authority"; rows: DelegationRow[] }
-  | { ok: true; kind: "approval_matrix"; rows: ApprovalMatrixRow[] }
+  | ({ ok: true; at: (row: object, field: string) => TextPosition | undefined } & (
+      | { kind: "signing_schedule"; rows: SigningScheduleRow[] }
+      | { kind: "delegation_of_authority"; rows: DelegationRow[] }
+      | { kind: "approval_matrix"; rows: ApprovalMatrixRow[] }
+    ))
   | { ok: false; errors: GovernanceError[] };
 
-/** Outcome of generateGraph: a graph ready for validation-free indexing, or errors per document and row. */
-export type GraphGeneration = { ok: true; graph: AuthorityGraph } | { ok: false; errors: GovernanceError[] };
+/** Outcome of generateGraph: a graph ready for indexing with what an author should look at, or errors per document and line. */
+export type GraphGeneration = { ok: true; graph: AuthorityGraph; warnings: GovernanceWarning[] } | { ok: false; errors: GovernanceError[] };

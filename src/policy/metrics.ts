@@ -13,7 +13,7 @@ export function registerPolicyMetrics(registry: Registry, engine: PolicyEngine):
   });
   const counters: [string, string, Exclude<keyof EngineStats, "policyFailures">][] = [
     ["mandate_policy_evaluation_timeouts_total", "Policy evaluations past the time limit (503 evaluation_unavailable).", "timeouts"],
-    ["mandate_policy_isolated_evaluations_total", "Policy evaluations run in a worker thread (bundles on probation or quarantined).", "isolatedEvaluations"],
+    ["mandate_policy_isolated_evaluations_total", "Policy evaluations run in a worker thread (bundles on probation, holding hand-written Rego, or quarantined).", "isolatedEvaluations"],
     ["mandate_policy_workers_terminated_total", "Evaluation worker threads terminated at the deadline and replaced.", "workersTerminated"],
   ];
   // Per policy key (the organization and version are in the 503's message and the log): which

@@ -1,72 +1,97 @@
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { type JsonObject } from "@bufbuild/protobuf";
-import type { AuthorityGraphs } from "../domain/authority-graph.js";
-import { AuthorityGraphService, type UploadGovernanceDocumentRequest } from "../gen/mandate/v1/authority_graph_pb.js";
+import type { AuthorityGraphs, GovernanceDocumentSummary, GraphVersionSummary, GraphWarning } from "../domain/authority-graph.js";
+import {
+  AuthorityGraphService,
+  type ApproveGraphVersionRequest,
+  type DeleteGovernanceDocumentRequest,
+  type GetGraphVersionRequest,
+  type UploadGovernanceDocumentRequest,
+} from "../gen/mandate/v1/authority_graph_pb.js";
 import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
-const graphStates = enumCodec(["draft", "active", "superseded"] as const, "state");
+// Wire order of GraphVersionState (1-based, as in the proto).
+const graphStates = enumCodec(["draft", "active", "superseded", "approved"] as const, "state");
 
 const docKinds = enumCodec(["delegation_of_authority", "approval_matrix", "signing_schedule"] as const, "kind");
 
 const docFormats = enumCodec(["csv", "yaml", "json"] as const, "format");
+
+function documentOut(d: GovernanceDocumentSummary) {
+  return {
+    documentId: d.document_id,
+    name: d.name,
+    kind: docKinds.toProto(d.kind as never),
+    format: docFormats.toProto(d.format as never),
+    rows: d.row_count,
+    author: d.author,
+    createdAt: ts(d.created_at),
+  };
+}
+
+function versionOut(g: GraphVersionSummary & { graph?: unknown }) {
+  return {
+    version: g.version,
+    state: graphStates.toProto(g.state),
+    ...(g.graph === undefined ? {} : { graph: g.graph as JsonObject }),
+    author: g.author,
+    approver: g.approver ?? "",
+    createdAt: ts(g.created_at),
+    publishedAt: ts(g.published_at),
+  };
+}
+
+function refOut(g: { version: number; state: GraphVersionSummary["state"] }, warnings: GraphWarning[] = []) {
+  return { version: g.version, state: graphStates.toProto(g.state), warnings: warnings.map((w) => ({ ...w, line: w.line ?? 0 })) };
+}
 
 /** AuthorityGraphService. */
 export class AuthorityGraphServiceImpl implements ServiceImpl<typeof AuthorityGraphService> {
   constructor(private readonly graphs: AuthorityGraphs) {}
 
   async uploadGovernanceDocument(req: UploadGovernanceDocumentRequest, ctx: HandlerContext) {
-    const d = await this.graphs.uploadDocument(orgCaller(ctx), docKinds.fromProto(req.kind, "kind"), docFormats.fromProto(req.format, "format"), req.content);
-    return { documentId: d.document_id, kind: req.kind, format: req.format, createdAt: ts(d.created_at) };
+    const kind = docKinds.fromProto(req.kind, "kind");
+    const format = docFormats.fromProto(req.format, "format");
+    return documentOut(await this.graphs.uploadDocument(orgCaller(ctx), req.name, kind, format, req.content));
   }
 
   async listGovernanceDocuments(_req: unknown, ctx: HandlerContext) {
-    const docs = await this.graphs.listDocuments(orgCaller(ctx));
-    return {
-      documents: docs.map((d) => ({
-        documentId: d.document_id,
-        kind: docKinds.toProto(d.kind as never),
-        format: docFormats.toProto(d.format as never),
-        createdAt: ts(d.created_at),
-      })),
-    };
+    return { documents: (await this.graphs.listDocuments(orgCaller(ctx))).map(documentOut) };
+  }
+
+  async deleteGovernanceDocument(req: DeleteGovernanceDocumentRequest, ctx: HandlerContext) {
+    await this.graphs.deleteDocument(orgCaller(ctx), req.documentId);
+    return {};
   }
 
   async createGraphVersion(req: { graph?: JsonObject }, ctx: HandlerContext) {
-    const g = await this.graphs.createGraphVersion(orgCaller(ctx), req.graph ?? {});
-    return { version: g.version, state: graphStates.toProto(g.state) };
+    return refOut(await this.graphs.createGraphVersion(orgCaller(ctx), req.graph ?? {}));
   }
 
   async generateGraphVersion(req: { documentIds: string[] }, ctx: HandlerContext) {
-    const g = await this.graphs.generateGraphVersion(orgCaller(ctx), req.documentIds);
-    return { version: g.version, state: graphStates.toProto(g.state) };
+    const { version, warnings } = await this.graphs.generateGraphVersion(orgCaller(ctx), req.documentIds);
+    return refOut(version, warnings);
+  }
+
+  async approveGraphVersion(req: ApproveGraphVersionRequest, ctx: HandlerContext) {
+    return refOut(await this.graphs.approveGraph(orgCaller(ctx), req.version));
   }
 
   async publishGraphVersion(req: { version: number }, ctx: HandlerContext) {
-    const g = await this.graphs.publishGraph(orgCaller(ctx), req.version);
-    return { version: g.version, state: graphStates.toProto(g.state) };
+    return refOut(await this.graphs.publishGraph(orgCaller(ctx), req.version));
   }
 
   async getAuthorityGraph(_req: unknown, ctx: HandlerContext) {
     const g = await this.graphs.activeGraph(orgCaller(ctx));
-    if (!g) return { version: 0 };
-    return { version: g.version, state: graphStates.toProto(g.state), graph: g.graph as JsonObject, publishedAt: ts(g.published_at) };
+    return g ? versionOut(g) : { version: 0 };
   }
 
-  // Issue 20 contract; implemented by the authoring work in progress.
-  deleteGovernanceDocument(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  async listGraphVersions(_req: unknown, ctx: HandlerContext) {
+    return { versions: (await this.graphs.listGraphVersions(orgCaller(ctx))).map(versionOut) };
   }
 
-  approveGraphVersion(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
-  }
-
-  listGraphVersions(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
-  }
-
-  getGraphVersion(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  async getGraphVersion(req: GetGraphVersionRequest, ctx: HandlerContext) {
+    return versionOut(await this.graphs.graphVersion(orgCaller(ctx), req.version));
   }
 }

@@ -37,28 +37,44 @@ export interface PolicyHead {
   graph_version: number;
 }
 
-/** An authority graph version as stored. */
+/** An authority graph version as stored: draft → approved (by an identity other than its author) → active → superseded. */
 export interface GraphVersionRow {
   organization_id: string;
   version: number;
-  state: "draft" | "active" | "superseded";
+  state: "draft" | "approved" | "active" | "superseded";
   graph: unknown;
+  author: string;
+  approver: string | null;
   created_at: Date;
   published_at: Date | null;
 }
 
-/** A governance document as stored (the source of generated graphs). */
+/** A graph version without its graph. */
+export type GraphVersionSummary = Omit<GraphVersionRow, "graph">;
+
+/** A change of a graph version's state computed from the version as it stands under lock. */
+export interface GraphVersionChange {
+  state: GraphVersionRow["state"];
+  /** Set as the approver; null leaves it as it is. */
+  approver: string | null;
+}
+
+/** A governance document as stored (the source of generated graphs); `name` is unique among the organization's documents. */
 export interface GovernanceDocumentRow {
   document_id: string;
   organization_id: string;
+  name: string;
   kind: string;
   format: string;
   content: string;
+  /** Data rows, counted when it was parsed at upload. */
+  row_count: number;
+  author: string;
   created_at: Date;
 }
 
 /** A governance document without its content. */
-export type GovernanceDocumentSummary = Pick<GovernanceDocumentRow, "document_id" | "kind" | "format" | "created_at">;
+export type GovernanceDocumentSummary = Pick<GovernanceDocumentRow, "document_id" | "name" | "kind" | "format" | "row_count" | "author" | "created_at">;
 
 /**
  * The policy a new organization starts with, active at version 1, and the bundle its head points
@@ -213,27 +229,47 @@ export interface PolicyStore {
     decide: (basis: PolicyChangeBasis) => Promise<PolicyChangeStep>,
   ): Promise<{ step: PolicyChangeStep["step"]; change: PolicyChangeRow }>;
 
-  /** Stores a governance document; returns it without its content. */
+  /**
+   * Stores a governance document; returns it without its content. Throws CollisionError (key
+   * `governance_documents_name`) when another of the organization's documents has its name.
+   */
   addDocument(document: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary>;
 
-  /** The organization's governance documents (all of them, or those of `ids` that exist), oldest first. */
+  /** The organization's governance documents (all of them, or those of `ids` that exist), oldest first; deleted ones are gone. */
   documents(organizationId: string, ids?: readonly string[]): Promise<Omit<GovernanceDocumentRow, "organization_id">[]>;
 
-  /** Adds the organization's next graph version, as a draft; returns it. */
+  /**
+   * Deletes one of the organization's documents: it is no longer listed nor generated from,
+   * and its name is free again; graph versions generated from it are untouched. Returns false
+   * when the organization has no such document (never had, or already deleted).
+   */
+  deleteDocument(organizationId: string, documentId: string): Promise<boolean>;
+
+  /** Adds the organization's next graph version, as a draft by `author`; returns it. */
   addGraphVersion(organizationId: string, graph: unknown, author: string): Promise<GraphVersionRow>;
 
   /** The organization's active graph version, or null before the first graph publication. */
   activeGraph(organizationId: string): Promise<GraphVersionRow | null>;
 
+  /** Every graph version of the organization, whatever its state, newest first, without graphs. */
+  graphVersions(organizationId: string): Promise<GraphVersionSummary[]>;
+
   /** One of the organization's graph versions, in any state, or null when it has no such version. */
   graphVersion(organizationId: string, version: number): Promise<GraphVersionRow | null>;
 
   /**
+   * Changes one graph version's state atomically: locks the version, hands it to `step` (which
+   * returns the change, or throws to refuse it, writing nothing) and stores the change. Returns
+   * the version as changed. Throws NotFoundError when the organization has no such version.
+   */
+  changeGraphVersion(organizationId: string, version: number, step: (current: GraphVersionRow) => GraphVersionChange): Promise<GraphVersionRow>;
+
+  /**
    * Publishes a graph version in one transaction, under the organization's publication lock:
-   * hands the version and the publication's basis to `publish` (as in `publishVersion`), then
-   * stores the bundle and the head, supersedes the previously active graph, activates this one
-   * and appends the evidence record. Returns the version as `publish` saw it, with its state
-   * `active`. Throws NotFoundError when the organization has no such graph version.
+   * locks the version and hands it with the publication's basis to `publish` (as in
+   * `publishVersion`), then stores the bundle and the head, supersedes the previously active
+   * graph, activates this one and appends the evidence record. Returns the version as
+   * activated. Throws NotFoundError when the organization has no such graph version.
    */
   publishGraph(organizationId: string, version: number, publish: (target: GraphVersionRow, basis: PublicationBasis) => Promise<Publication>): Promise<GraphVersionRow>;
 }

@@ -38,6 +38,24 @@ const SLOW_REGO = [
   "",
 ].join("\n");
 
+// Hand-written Rego that is fast unless the Intent asks otherwise: the attack a probe on the
+// first evaluation cannot catch.
+const SOMETIMES_SLOW_REGO = [
+  "package mandate.policies.sometimes_slow",
+  "",
+  'actions := {"sometimes_slow"}',
+  "",
+  'results contains {"outcome": "ALLOW", "reason": "fast_path", "rule": "fast"} if {',
+  "  not input.intent.context.slow",
+  "}",
+  "",
+  'results contains {"outcome": "ALLOW", "reason": "counted", "rule": "count"} if {',
+  "  input.intent.context.slow",
+  "  count({n | some n in numbers.range(1, 1000000); n % 7 == 0}) > 0",
+  "}",
+  "",
+].join("\n");
+
 let svc: TestService;
 const logs: Record<string, unknown>[] = [];
 let slowOrg: OrgFixture;
@@ -45,13 +63,13 @@ let quietOrg: OrgFixture;
 let slowAgent: TestAgent;
 let quietAgent: TestAgent;
 
-async function publishSlowPolicy(o: OrgFixture): Promise<void> {
+async function publishRego(o: OrgFixture, key: string, rego: string): Promise<void> {
   const approver = await newApiKey(svc, o.apiKey, ["POLICY_APPROVER"], "approver");
   const steps: [string, string, unknown, string][] = [
-    ["POST", "/v1/policies", { policy_key: "busy_loop", description: "Counts to a million.", source: { rego: SLOW_REGO } }, o.apiKey],
-    ["POST", "/v1/policies/busy_loop/versions/1/submit", {}, o.apiKey],
-    ["POST", "/v1/policies/busy_loop/versions/1/approve", {}, approver.apiKey],
-    ["POST", "/v1/policies/busy_loop/versions/1/publish", {}, approver.apiKey],
+    ["POST", "/v1/policies", { policy_key: key, description: "Hand-written.", source: { rego } }, o.apiKey],
+    ["POST", `/v1/policies/${key}/versions/1/submit`, {}, o.apiKey],
+    ["POST", `/v1/policies/${key}/versions/1/approve`, {}, approver.apiKey],
+    ["POST", `/v1/policies/${key}/versions/1/publish`, {}, approver.apiKey],
   ];
   for (const [method, path, body, bearer] of steps) {
     const res = await svc.v1(method, path, { bearer, body });
@@ -73,6 +91,11 @@ function expectAllowed(res: Result): void {
   expect(res.body.reason).toBe("starter_reference_action");
 }
 
+async function isolatedEvaluations(): Promise<number> {
+  const metrics = await (await fetch(`${svc.baseUrl}/metrics`)).text();
+  return Number(/^mandate_policy_isolated_evaluations_total (\d+)$/m.exec(metrics)?.[1]);
+}
+
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -81,7 +104,7 @@ function percentile(values: number[], p: number): number {
 beforeAll(async () => {
   svc = await startService({}, { logs });
   [slowOrg, quietOrg] = await Promise.all([newOrgFixture(svc), newOrgFixture(svc)]);
-  await publishSlowPolicy(slowOrg);
+  await publishRego(slowOrg, "busy_loop", SLOW_REGO);
   [slowAgent, quietAgent] = await Promise.all([newAgent(svc, slowOrg), newAgent(svc, quietOrg)]);
 });
 
@@ -113,6 +136,28 @@ describe("the quarantine", () => {
     expect(metrics).toMatch(/^mandate_policy_bundles_quarantined 1$/m);
     expect(Number(/^mandate_policy_evaluation_timeouts_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
     expect(Number(/^mandate_policy_workers_terminated_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("a hand-written policy fast on its first inputs and slow on a later one", () => {
+  it("is stopped at the limit in a worker: its slow input never runs on the event loop", async () => {
+    const org = await newOrgFixture(svc);
+    await publishRego(org, "sometimes_slow", SOMETIMES_SLOW_REGO);
+    const agent = await newAgent(svc, org);
+    const isolatedBefore = await isolatedEvaluations();
+    for (let i = 0; i < 5; i++) {
+      const res = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId, { action: "sometimes_slow" })));
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.reason).toBe("fast_path");
+    }
+    const res = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId, { action: "sometimes_slow", context: { slow: true } })));
+    expectResult(res, 503, "evaluation_unavailable");
+    expect(res.body.message).toMatch(/sometimes_slow \(version 1\)/);
+    // A worker's evaluation is stopped at the limit; an in-process one could only be measured
+    // after it had run to the end ("the evaluation took … ms").
+    expect(res.body.message).toMatch(/was stopped at the 50 ms limit/);
+    // All six ran in a worker: none was judged fast enough for the event loop.
+    expect((await isolatedEvaluations()) - isolatedBefore).toBe(6);
   });
 });
 

@@ -2,7 +2,9 @@ import { NotFoundError } from "../errors.js";
 import type {
   GovernanceDocumentRow,
   GovernanceDocumentSummary,
+  GraphVersionChange,
   GraphVersionRow,
+  GraphVersionSummary,
   InitialPolicy,
   NewPolicyVersion,
   PolicyHead,
@@ -196,22 +198,33 @@ export const policySql = {
     if (rowCount !== 1) throw new Error(`policy ${policyKey} version ${version} is not ${from}`);
   },
 
+  /** Stores a document; a collision on governance_documents_name means the name is taken. */
   async insertDocument(q: Queryable, d: Omit<GovernanceDocumentRow, "created_at">): Promise<GovernanceDocumentSummary> {
     const { rows } = await q.query<GovernanceDocumentSummary>(
-      `INSERT INTO governance_documents (document_id, organization_id, kind, format, content) VALUES ($1, $2, $3, $4, $5)
-       RETURNING document_id, kind, format, created_at`,
-      [d.document_id, d.organization_id, d.kind, d.format, d.content],
+      `INSERT INTO governance_documents (document_id, organization_id, name, kind, format, content, row_count, author)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       RETURNING document_id, name, kind, format, row_count, author, created_at`,
+      [d.document_id, d.organization_id, d.name, d.kind, d.format, d.content, d.row_count, d.author],
     );
     return rows[0]!;
   },
 
   async documents(q: Queryable, organizationId: string, ids?: readonly string[]): Promise<Omit<GovernanceDocumentRow, "organization_id">[]> {
     const { rows } = await q.query<Omit<GovernanceDocumentRow, "organization_id">>(
-      `SELECT document_id, kind, format, content, created_at FROM governance_documents
-        WHERE organization_id = $1 AND ($2::text[] IS NULL OR document_id = ANY($2)) ORDER BY created_at, document_id`,
+      `SELECT document_id, name, kind, format, content, row_count, author, created_at FROM governance_documents
+        WHERE organization_id = $1 AND deleted_at IS NULL AND ($2::text[] IS NULL OR document_id = ANY($2)) ORDER BY created_at, document_id`,
       [organizationId, ids && ids.length ? ids : null],
     );
     return rows;
+  },
+
+  /** Marks a document deleted (the table is history: nothing is removed); false when there was no such live document. */
+  async deleteDocument(q: Queryable, organizationId: string, documentId: string): Promise<boolean> {
+    const { rowCount } = await q.query(
+      "UPDATE governance_documents SET deleted_at = now() WHERE organization_id = $1 AND document_id = $2 AND deleted_at IS NULL",
+      [organizationId, documentId],
+    );
+    return rowCount === 1;
   },
 
   /** Adds the next graph version as a draft, numbered under a per-organization advisory lock. */
@@ -237,10 +250,39 @@ export const policySql = {
     return rows[0] ?? null;
   },
 
-  /** Makes `version` the active graph and supersedes the previous one. */
-  async activateGraph(q: Queryable, organizationId: string, version: number): Promise<void> {
+  /** Every graph version, newest first, without its graph. */
+  async graphVersions(q: Queryable, organizationId: string): Promise<GraphVersionSummary[]> {
+    const { rows } = await q.query<GraphVersionSummary>(
+      `SELECT organization_id, version, state, author, approver, created_at, published_at FROM graph_versions
+        WHERE organization_id = $1 ORDER BY version DESC`,
+      [organizationId],
+    );
+    return rows;
+  },
+
+  /** One graph version, locked for the transaction, or null. */
+  async lockGraphVersion(q: Queryable, organizationId: string, version: number): Promise<GraphVersionRow | null> {
+    const { rows } = await q.query<GraphVersionRow>("SELECT * FROM graph_versions WHERE organization_id = $1 AND version = $2 FOR UPDATE", [organizationId, version]);
+    return rows[0] ?? null;
+  },
+
+  /** Sets a graph version's state (and approver when given); returns it. */
+  async setGraphVersionState(q: Queryable, organizationId: string, version: number, change: GraphVersionChange): Promise<GraphVersionRow> {
+    const { rows } = await q.query<GraphVersionRow>(
+      "UPDATE graph_versions SET state = $3, approver = coalesce($4, approver) WHERE organization_id = $1 AND version = $2 RETURNING *",
+      [organizationId, version, change.state, change.approver],
+    );
+    return rows[0]!;
+  },
+
+  /** Makes `version` the active graph and supersedes the previous one; returns it. */
+  async activateGraph(q: Queryable, organizationId: string, version: number): Promise<GraphVersionRow> {
     await q.query("UPDATE graph_versions SET state = 'superseded' WHERE organization_id = $1 AND state = 'active'", [organizationId]);
-    await q.query("UPDATE graph_versions SET state = 'active', published_at = now() WHERE organization_id = $1 AND version = $2", [organizationId, version]);
+    const { rows } = await q.query<GraphVersionRow>(
+      "UPDATE graph_versions SET state = 'active', published_at = date_trunc('milliseconds', now()) WHERE organization_id = $1 AND version = $2 RETURNING *",
+      [organizationId, version],
+    );
+    return rows[0]!;
   },
 };
 
@@ -365,6 +407,22 @@ export class PostgresPolicyStore implements PolicyStore {
     return policySql.graphVersion(this.db.pool, organizationId, null);
   }
 
+  deleteDocument(organizationId: string, documentId: string): Promise<boolean> {
+    return policySql.deleteDocument(this.db.pool, organizationId, documentId);
+  }
+
+  graphVersions(organizationId: string): Promise<GraphVersionSummary[]> {
+    return policySql.graphVersions(this.db.pool, organizationId);
+  }
+
+  changeGraphVersion(organizationId: string, version: number, step: (current: GraphVersionRow) => GraphVersionChange): Promise<GraphVersionRow> {
+    return this.db.transaction(async (tx) => {
+      const current = await policySql.lockGraphVersion(tx, organizationId, version);
+      if (!current) throw new NotFoundError("graph version");
+      return policySql.setGraphVersionState(tx, organizationId, version, step(current));
+    });
+  }
+
   graphVersion(organizationId: string, version: number): Promise<GraphVersionRow | null> {
     return policySql.graphVersion(this.db.pool, organizationId, version);
   }
@@ -372,13 +430,13 @@ export class PostgresPolicyStore implements PolicyStore {
   publishGraph(organizationId: string, version: number, publish: (target: GraphVersionRow, basis: PublicationBasis) => Promise<Publication>): Promise<GraphVersionRow> {
     return this.db.transaction(async (tx) => {
       await policySql.head(tx, organizationId, true);
-      const target = await policySql.graphVersion(tx, organizationId, version);
+      const target = await policySql.lockGraphVersion(tx, organizationId, version);
       if (!target) throw new NotFoundError("graph version");
       const publication = await publish(target, await this.basis(tx, organizationId));
       await this.storeHead(tx, organizationId, publication);
-      await policySql.activateGraph(tx, organizationId, version);
+      const active = await policySql.activateGraph(tx, organizationId, version);
       await this.chain.append(tx, [{ organizationId, ...publication.evidence }]);
-      return { ...target, state: "active" as const };
+      return active;
     });
   }
 

@@ -29,12 +29,13 @@ export const SERVICE_GRANTS: Readonly<Record<string, readonly Privilege[]>> = {
   sandbox_signups: ["SELECT", "INSERT"],
   principals: ["SELECT", "INSERT"],
   policy_bundles: ["SELECT", "INSERT"],
-  governance_documents: ["SELECT", "INSERT"],
   integration_actions: ["SELECT", "INSERT"],
   execution_receipts: ["SELECT", "INSERT"],
   adapter_reports: ["SELECT", "INSERT"],
   reconciliations: ["SELECT", "INSERT"],
   // Rows with a state, a chain head, an upsert or a row lock.
+  // Deleting a governance document marks it (deleted_at); the row stays.
+  governance_documents: ["SELECT", "INSERT", "UPDATE"],
   evidence_heads: ["SELECT", "INSERT", "UPDATE"],
   evidence_keys: ["SELECT", "INSERT", "UPDATE"],
   organizations: ["SELECT", "INSERT", "UPDATE"],

@@ -17,7 +17,8 @@ const fixture = loadAuthorityFixture();
 
 describe("the authority table (test/policy-fixtures/authority-cases.json)", () => {
   let built: BuiltBundle;
-  const engine = new PolicyEngine();
+  // What is decided, not how fast: the time limit has its own tests, and a loaded machine must not trip it.
+  const engine = new PolicyEngine({ timeoutMs: 60_000 });
 
   beforeAll(async () => {
     built = await buildBundle({

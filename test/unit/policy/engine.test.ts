@@ -48,6 +48,11 @@ const misbehaving = {
   ].join("\n"),
 };
 
+
+// What is decided, not how fast: the time limit has its own tests (time-limit.test.ts), and a
+// loaded machine must not trip it here.
+const UNHURRIED = { timeoutMs: 60_000 };
+
 describe("PolicyEngine", () => {
   let plain: BuiltBundle;
   let custom: BuiltBundle;
@@ -60,7 +65,7 @@ describe("PolicyEngine", () => {
   });
 
   it("decides the starter action", async () => {
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     await engine.load(plain.digest, plain.bundle);
     expect(engine.evaluate(plain.digest, inputFor("reference_noop"))).toEqual({
       outcome: "ALLOW",
@@ -76,17 +81,17 @@ describe("PolicyEngine", () => {
 
   it("decides with a bundle that has no policy at all", async () => {
     const empty = await buildBundle({ policies: [], graph: null, graph_version: null });
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     await engine.load(empty.digest, empty.bundle);
     expect(engine.evaluate(empty.digest, inputFor("reference_noop")).reason).toBe("unrecognized_action");
   });
 
   it("refuses to evaluate a bundle it has not loaded", () => {
-    expect(() => new PolicyEngine().evaluate(plain.digest, inputFor("reference_noop"))).toThrow(EvaluationError);
+    expect(() => new PolicyEngine(UNHURRIED).evaluate(plain.digest, inputFor("reference_noop"))).toThrow(EvaluationError);
   });
 
   it("refuses a bundle whose bytes do not match its digest", async () => {
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     await expect(engine.load(custom.digest, plain.bundle)).rejects.toThrow(/digest mismatch/);
     expect(engine.has(custom.digest)).toBe(false);
   });
@@ -94,7 +99,7 @@ describe("PolicyEngine", () => {
   it("refuses an archive that is not a bundle", async () => {
     const junk = gzipSync(Buffer.from("not a tar archive at all"));
     const digest = createHash("sha256").update(junk).digest("hex");
-    await expect(new PolicyEngine().load(digest, junk)).rejects.toBeInstanceOf(EvaluationError);
+    await expect(new PolicyEngine(UNHURRIED).load(digest, junk)).rejects.toBeInstanceOf(EvaluationError);
   });
 
   // name -> action whose evaluation must fail rather than decide
@@ -105,13 +110,13 @@ describe("PolicyEngine", () => {
   ];
 
   it.each(failures)("fails closed on %s", async (_name, action) => {
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     await engine.load(custom.digest, custom.bundle);
     expect(() => engine.evaluate(custom.digest, inputFor(action))).toThrow(EvaluationError);
   });
 
   it("drops an instance that trapped, and a reload serves again", async () => {
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     await engine.load(custom.digest, custom.bundle);
     expect(() => engine.evaluate(custom.digest, inputFor("conflict"))).toThrow(EvaluationError);
     expect(engine.has(custom.digest)).toBe(false);
@@ -121,7 +126,7 @@ describe("PolicyEngine", () => {
 
   it("keeps the most recently used bundles", async () => {
     const third = await buildBundle({ policies: [misbehaving], graph: null, graph_version: null });
-    const engine = new PolicyEngine({ capacity: 2 });
+    const engine = new PolicyEngine({ ...UNHURRIED, capacity: 2 });
     await engine.load(plain.digest, plain.bundle);
     await engine.load(custom.digest, custom.bundle);
     engine.evaluate(plain.digest, inputFor("reference_noop"));
@@ -130,7 +135,7 @@ describe("PolicyEngine", () => {
   });
 
   it("shares one load between concurrent callers", async () => {
-    const engine = new PolicyEngine();
+    const engine = new PolicyEngine(UNHURRIED);
     const [a, b] = [engine.load(plain.digest, plain.bundle), engine.load(plain.digest, plain.bundle)];
     expect(a).toBe(b);
     await Promise.all([a, b]);

@@ -74,8 +74,9 @@ describe("parseGovernanceDocument", () => {
   it("reads each kind of CSV document", () => {
     const parsed = csvDocuments.map(parseGovernanceDocument);
     expect(parsed.map((p) => p.ok && p.rows.length)).toEqual([7, 13, 7]);
+    // File lines: the header is line 1.
     expect(parsed[1]?.ok && parsed[1].rows[9]).toEqual({
-      row: 10,
+      line: 11,
       holder: "E300",
       delegate: "E700",
       action: "vendor_payment",
@@ -85,7 +86,7 @@ describe("parseGovernanceDocument", () => {
     });
   });
 
-  it("reports each bad field by data row and column; blank lines count as rows", () => {
+  it("reports each bad field at its file line and CSV column, echoing the value", () => {
     const doc: GovernanceDocument = {
       document_id: "doc_bad",
       kind: "delegation_of_authority",
@@ -101,32 +102,41 @@ describe("parseGovernanceDocument", () => {
         "role:,E700,vendor_payment,USD,10,31/12/2026",
       ].join("\n"),
     };
-    expect(errorsOf(parseGovernanceDocument(doc))).toEqual([
-      { document_id: "doc_bad", row: 1, field: "currency", code: "invalid_value" },
-      { document_id: "doc_bad", row: 3, field: "max_amount", code: "negative_amount" },
-      { document_id: "doc_bad", row: 3, field: "valid_until", code: "invalid_date" },
-      { document_id: "doc_bad", row: 4, field: "max_amount", code: "invalid_value" },
-      { document_id: "doc_bad", row: 5, field: null, code: "invalid_row", line: 6, column: 5 },
-      { document_id: "doc_bad", row: 6, field: "holder", code: "missing_field" },
-      { document_id: "doc_bad", row: 6, field: "action", code: "invalid_value" },
-      { document_id: "doc_bad", row: 7, field: "holder", code: "invalid_value" },
-      { document_id: "doc_bad", row: 7, field: "valid_until", code: "invalid_date" },
+    const parsed = parseGovernanceDocument(doc);
+    expect(errorsOf(parsed)).toEqual([
+      { document_id: "doc_bad", line: 2, column: 4, field: "currency", code: "invalid_value" },
+      { document_id: "doc_bad", line: 4, column: 5, field: "max_amount", code: "negative_amount" },
+      { document_id: "doc_bad", line: 4, column: 6, field: "valid_until", code: "invalid_date" },
+      { document_id: "doc_bad", line: 5, column: 5, field: "max_amount", code: "invalid_value" },
+      { document_id: "doc_bad", line: 6, column: 5, field: null, code: "invalid_row" },
+      { document_id: "doc_bad", line: 7, column: 1, field: "holder", code: "missing_field" },
+      { document_id: "doc_bad", line: 7, column: 3, field: "action", code: "invalid_value" },
+      { document_id: "doc_bad", line: 8, column: 1, field: "holder", code: "invalid_value" },
+      { document_id: "doc_bad", line: 8, column: 6, field: "valid_until", code: "invalid_date" },
     ]);
+    const messages = parsed.ok ? [] : parsed.errors.map((e) => e.message);
+    expect(messages[0]).toBe('a currency must be a three-letter ISO 4217 code in capitals (found "usd")');
+    expect(messages[1]).toBe('max_amount must not be negative (found "-5")');
+    expect(messages[2]).toBe('valid_until must be an ISO date, YYYY-MM-DD (found "2026-02-30")');
+    expect(messages[3]).toContain('(found "1,000")');
+    expect(messages[4]).toBe('expected 6 fields, found 4 ("E300,,vendor_payment,USD")');
+    expect(messages[8]).toContain('(found "31/12/2026")');
   });
 
-  // name -> [document, error code]
-  const refused: [string, GovernanceDocument, string][] = [
-    ["a wrong header", { document_id: "d", kind: "approval_matrix", format: "csv", content: "action,currency,amount,approvals\n" }, "invalid_header"],
-    ["an extra column", { document_id: "d", kind: "signing_schedule", format: "csv", content: "principal,role,reports_to,notes\n" }, "invalid_header"],
-    ["a CSV syntax error", { document_id: "d", kind: "signing_schedule", format: "csv", content: 'principal,role,reports_to\n"E1,ceo,\n' }, "invalid_csv"],
-    ["invalid JSON", { document_id: "d", kind: "signing_schedule", format: "json", content: "[{" }, "invalid_json"],
-    ["invalid YAML", { document_id: "d", kind: "signing_schedule", format: "yaml", content: "- role: [ceo\n" }, "invalid_yaml"],
-    ["a document that is not a list", { document_id: "d", kind: "signing_schedule", format: "json", content: '{"rows": []}' }, "invalid_document"],
-    ["an unknown format", { document_id: "d", kind: "signing_schedule", format: "xlsx" as "csv", content: "" }, "invalid_format"],
+  // name -> [document, error code, where: the file line and column (null: the document as a whole)]
+  const refused: [string, GovernanceDocument, string, { line: number | null; column?: number }][] = [
+    ["a wrong header", { document_id: "d", kind: "approval_matrix", format: "csv", content: "action,currency,amount,approvals\n" }, "invalid_header", { line: 1, column: 3 }],
+    ["an extra column", { document_id: "d", kind: "signing_schedule", format: "csv", content: "principal,role,reports_to,notes\n" }, "invalid_header", { line: 1, column: 4 }],
+    ["a CSV syntax error", { document_id: "d", kind: "signing_schedule", format: "csv", content: 'principal,role,reports_to\n"E1,ceo,\n' }, "invalid_csv", { line: 2, column: 1 }],
+    ["invalid JSON", { document_id: "d", kind: "signing_schedule", format: "json", content: '[\n  {"role": "ceo",}\n]' }, "invalid_json", { line: 2, column: 18 }],
+    ["truncated JSON", { document_id: "d", kind: "signing_schedule", format: "json", content: "[{" }, "invalid_json", { line: 1, column: 3 }],
+    ["invalid YAML", { document_id: "d", kind: "signing_schedule", format: "yaml", content: "- role: ceo\n- role: [cfo\n" }, "invalid_yaml", { line: 3, column: 1 }],
+    ["a document that is not a list", { document_id: "d", kind: "signing_schedule", format: "json", content: '\n{"rows": []}' }, "invalid_document", { line: 2, column: 1 }],
+    ["an unknown format", { document_id: "d", kind: "signing_schedule", format: "xlsx" as "csv", content: "" }, "invalid_format", { line: null }],
   ];
 
-  it.each(refused)("refuses %s as a whole", (_name, doc, code) => {
-    expect(errorsOf(parseGovernanceDocument(doc))[0]).toMatchObject({ document_id: "d", row: null, code });
+  it.each(refused)("refuses %s as a whole", (_name, doc, code, where) => {
+    expect(errorsOf(parseGovernanceDocument(doc))[0]).toEqual({ document_id: "d", field: null, code, ...where });
   });
 
   // name -> [CSV content of a signing schedule, the error without its message, start of the message]
@@ -134,32 +144,32 @@ describe("parseGovernanceDocument", () => {
     [
       "an unclosed quote",
       'principal,role,reports_to\nE100,ceo,\nE200,"cfo,ceo\nE300,finance_manager,cfo\n',
-      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 3, column: 2 },
-      "line 3, column 2: a quoted field is never closed",
+      { document_id: "d", field: null, code: "invalid_csv", line: 3, column: 2 },
+      "a quoted field is never closed",
     ],
     [
       "a stray quote",
       'principal,role,reports_to\nE100,ceo,\nE200,cfo,c"eo\n',
-      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 3, column: 3 },
-      "line 3, column 3: a quote inside an unquoted field",
+      { document_id: "d", field: null, code: "invalid_csv", line: 3, column: 3 },
+      "a quote inside an unquoted field",
     ],
     [
       "text after a closing quote",
       'principal,role,reports_to\r\n"E100"x,ceo,\r\n',
-      { document_id: "d", row: null, field: null, code: "invalid_csv", line: 2, column: 1 },
-      "line 2, column 1: unexpected character after a closing quote",
+      { document_id: "d", field: null, code: "invalid_csv", line: 2, column: 1 },
+      "unexpected character after a closing quote",
     ],
     [
       "too few columns",
       'principal,role,reports_to\nE100,ceo,\n"E200\nE201",cfo\n',
-      { document_id: "d", row: 2, field: null, code: "invalid_row", line: 3, column: 3 },
-      "expected 3 fields, found 2 (line 3)",
+      { document_id: "d", field: null, code: "invalid_row", line: 3, column: 3 },
+      'expected 3 fields, found 2 ("E200\\nE201,cfo")',
     ],
     [
       "too many columns",
       "principal,role,reports_to\nE100,ceo,,\n",
-      { document_id: "d", row: 1, field: null, code: "invalid_row", line: 2, column: 4 },
-      "expected 3 fields, found 4 (line 2)",
+      { document_id: "d", field: null, code: "invalid_row", line: 2, column: 4 },
+      'expected 3 fields, found 4 ("E100,ceo,,")',
     ],
   ];
 
@@ -169,7 +179,7 @@ describe("parseGovernanceDocument", () => {
     expect(!parsed.ok && parsed.errors[0]?.message.startsWith(message)).toBe(true);
   });
 
-  it("reads YAML and JSON rows by 0-based index, with typed values", () => {
+  it("reads YAML and JSON rows with typed values, each error at its line and character column", () => {
     const yaml: GovernanceDocument = {
       document_id: "doc_yaml",
       kind: "approval_matrix",
@@ -182,10 +192,10 @@ describe("parseGovernanceDocument", () => {
       ].join("\n"),
     };
     expect(errorsOf(parseGovernanceDocument(yaml))).toEqual([
-      { document_id: "doc_yaml", row: 1, field: "up_to_amount", code: "invalid_value" },
-      { document_id: "doc_yaml", row: 1, field: "approvals_required", code: "invalid_value" },
-      { document_id: "doc_yaml", row: 2, field: "note", code: "unknown_field" },
-      { document_id: "doc_yaml", row: 3, field: null, code: "invalid_row" },
+      { document_id: "doc_yaml", line: 2, column: 57, field: "up_to_amount", code: "invalid_value" },
+      { document_id: "doc_yaml", line: 2, column: 85, field: "approvals_required", code: "invalid_value" },
+      { document_id: "doc_yaml", line: 3, column: 92, field: "note", code: "unknown_field" },
+      { document_id: "doc_yaml", line: 4, column: 3, field: null, code: "invalid_row" },
     ]);
     const json: GovernanceDocument = {
       document_id: "doc_json",
@@ -195,8 +205,8 @@ describe("parseGovernanceDocument", () => {
     };
     const parsed = parseGovernanceDocument(json);
     expect(parsed.ok && parsed.rows).toEqual([
-      { row: 0, principal: null, role: "ceo", reports_to: null },
-      { row: 1, principal: "E200", role: "cfo", reports_to: "ceo" },
+      { line: 1, principal: null, role: "ceo", reports_to: null },
+      { line: 1, principal: "E200", role: "cfo", reports_to: "ceo" },
     ]);
   });
 });
@@ -207,13 +217,14 @@ describe("generateGraph", () => {
     expect(generated.ok).toBe(true);
     if (!generated.ok) return;
     expect(indexGraph(generated.graph, 1)).toEqual(indexGraph(fixtureGraph(fixture), 1));
+    expect(generated.warnings).toEqual([]);
   });
 
   it("reads the same graph from YAML and JSON documents", () => {
     const asRows = (doc: GovernanceDocument) => {
       const parsed = parseGovernanceDocument(doc);
       if (!parsed.ok) throw new Error("fixture document invalid");
-      return parsed.rows.map(({ row: _row, ...fields }) => fields);
+      return parsed.rows.map(({ line: _line, ...fields }) => fields);
     };
     const [schedule, doa, matrix] = csvDocuments as [GovernanceDocument, GovernanceDocument, GovernanceDocument];
     const docs: GovernanceDocument[] = [
@@ -225,7 +236,7 @@ describe("generateGraph", () => {
     expect(generated.ok && indexGraph(generated.graph, 1)).toEqual(indexGraph(fixtureGraph(fixture), 1));
   });
 
-  it("reports problems only visible across documents against their rows", () => {
+  it("reports problems only visible across documents at their file lines", () => {
     const docs: GovernanceDocument[] = [
       {
         document_id: "sched",
@@ -247,13 +258,13 @@ describe("generateGraph", () => {
       },
     ];
     expect(errorsOf(generateGraph(docs, known))).toEqual([
-      { document_id: "sched", row: 3, field: "reports_to", code: "conflicting_reports_to" },
+      { document_id: "sched", line: 4, column: 3, field: "reports_to", code: "conflicting_reports_to" },
     ]);
     const fixed = [{ ...docs[0]!, content: "principal,role,reports_to\nE100,ceo,\nE999,cfo,ceo\n" }, docs[1]!];
     expect(errorsOf(generateGraph(fixed, known))).toEqual([
-      { document_id: "sched", row: 2, field: "principal", code: "unknown_principal" },
-      { document_id: "doa", row: 3, field: "holder", code: "unknown_role" },
-      { document_id: "doa", row: 4, field: "delegate", code: "self_delegation" },
+      { document_id: "sched", line: 3, column: 1, field: "principal", code: "unknown_principal" },
+      { document_id: "doa", line: 4, column: 1, field: "holder", code: "unknown_role" },
+      { document_id: "doa", line: 5, column: 2, field: "delegate", code: "self_delegation" },
     ]);
     // Amounts are compared once references are sound, so a missing role cannot look like an excess.
     const sound = [
@@ -261,15 +272,15 @@ describe("generateGraph", () => {
       { ...docs[1]!, content: (docs[1]!.content as string).split("\n").slice(0, 3).join("\n") },
     ];
     expect(errorsOf(generateGraph(sound, known))).toEqual([
-      { document_id: "doa", row: 2, field: "max_amount", code: "exceeds_holder_authority" },
+      { document_id: "doa", line: 3, column: 5, field: "max_amount", code: "exceeds_holder_authority" },
     ]);
   });
 
-  it("reports a role cycle at the row that closes it", () => {
+  it("reports a role cycle at the line that closes it", () => {
     const docs: GovernanceDocument[] = [
       { document_id: "s", kind: "signing_schedule", format: "csv", content: "principal,role,reports_to\n,a,b\n,b,c\n,c,a\n" },
     ];
-    expect(errorsOf(generateGraph(docs, known))).toEqual([{ document_id: "s", row: 1, field: "reports_to", code: "role_cycle" }]);
+    expect(errorsOf(generateGraph(docs, known))).toEqual([{ document_id: "s", line: 2, column: 3, field: "reports_to", code: "role_cycle" }]);
   });
 
   it("reports parse errors of every document", () => {
@@ -278,8 +289,99 @@ describe("generateGraph", () => {
       { document_id: "b", kind: "approval_matrix", format: "csv", content: "action,currency,up_to_amount,approvals_required\nx,USD,1,11\n" },
     ];
     expect(errorsOf(generateGraph(docs, known))).toEqual([
-      { document_id: "a", row: null, field: null, code: "invalid_header" },
-      { document_id: "b", row: 1, field: "approvals_required", code: "invalid_value" },
+      { document_id: "a", line: 1, column: 1, field: null, code: "invalid_header" },
+      { document_id: "b", line: 2, column: 4, field: "approvals_required", code: "invalid_value" },
+    ]);
+  });
+});
+
+describe("generation warnings", () => {
+  const warningsOf = (docs: GovernanceDocument[]) => {
+    const generated = generateGraph(docs, known);
+    if (!generated.ok) throw new Error(JSON.stringify(generated.errors));
+    return generated.warnings;
+  };
+  const doa = (...rows: string[]): GovernanceDocument => ({
+    document_id: "doc_doa",
+    name: "doa.csv",
+    kind: "delegation_of_authority",
+    format: "csv",
+    content: ["holder,delegate,action,currency,max_amount,valid_until", ...rows].join("\n"),
+  });
+
+  it("reports a delegation cycle at the delegation that closes it, per action and currency", () => {
+    const warnings = warningsOf([
+      doa(
+        "E300,,vendor_payment,USD,1000,",
+        "E700,,vendor_payment,EUR,100,",
+        "E300,E700,vendor_payment,USD,500,",
+        "E700,E900,vendor_payment,USD,450,",
+        "E900,E300,vendor_payment,USD,400,",
+        // Back again, but in another currency: no cycle of one grant.
+        "E700,E300,vendor_payment,EUR,50,",
+      ),
+    ]);
+    expect(warnings).toEqual([
+      {
+        code: "delegation_cycle",
+        document_id: "doc_doa",
+        line: 6,
+        message: "delegations of vendor_payment in USD form a cycle: E300 → E700 → E900 → E300",
+      },
+    ]);
+  });
+
+  it("reports limits and delegations another row of the same grant covers, citing it by document name and line", () => {
+    const warnings = warningsOf([
+      doa(
+        "E400,,vendor_payment,USD,5000,",
+        "E400,,vendor_payment,USD,3000,",
+        "E500,,vendor_payment,USD,2000,2026-12-31",
+        "E500,,vendor_payment,USD,2500,",
+        // Neither covers the other: more, but for less time.
+        "E700,,vendor_payment,USD,1000,2027-06-30",
+        "E700,,vendor_payment,USD,2000,2026-06-30",
+        "E500,E900,vendor_payment,USD,100,",
+        "E500,E900,vendor_payment,USD,100,",
+        "E500,E960,vendor_payment,USD,100,",
+      ),
+    ]);
+    expect(warnings.map(({ message: _m, ...w }) => w)).toEqual([
+      { code: "shadowed_row", document_id: "doc_doa", line: 3 },
+      { code: "shadowed_row", document_id: "doc_doa", line: 4 },
+      { code: "shadowed_row", document_id: "doc_doa", line: 9 },
+    ]);
+    expect(warnings[0]!.message).toBe("the limit of E400 for vendor_payment of 3000 USD with no end never applies: doa.csv line 2 grants 5000 USD with no end");
+    expect(warnings[1]!.message).toBe("the limit of E500 for vendor_payment of 2000 USD until 2026-12-31 never applies: doa.csv line 5 grants 2500 USD with no end");
+    expect(warnings[2]!.message).toContain("the delegation from E500 to E900");
+  });
+
+  it("reports an approval band written after a larger one, and a membership stated twice", () => {
+    const warnings = warningsOf([
+      {
+        document_id: "doc_schedule",
+        name: "schedule.yaml",
+        kind: "signing_schedule",
+        format: "yaml",
+        content: "- {principal: E100, role: ceo}\n- {principal: E200, role: cfo, reports_to: ceo}\n- {principal: E100, role: ceo}\n",
+      },
+      {
+        document_id: "doc_matrix",
+        name: "matrix.csv",
+        kind: "approval_matrix",
+        format: "csv",
+        content: "action,currency,up_to_amount,approvals_required\nvendor_payment,USD,1000,0\nvendor_payment,USD,10000,1\nvendor_payment,USD,5000,2\nvendor_payment,EUR,500,0\n",
+      },
+    ]);
+    expect(warnings).toEqual([
+      { code: "shadowed_row", document_id: "doc_schedule", line: 3, message: 'E100 already holds role "ceo" (schedule.yaml line 1)' },
+      {
+        code: "shadowed_row",
+        document_id: "doc_matrix",
+        line: 4,
+        message:
+          "the band up to 5000 USD for vendor_payment comes after the band up to 10000 on matrix.csv line 3, which covers it when the matrix is read top to bottom; bands apply in ascending order of up_to_amount",
+      },
     ]);
   });
 });

@@ -23,6 +23,24 @@ const slow = {
   ].join("\n"),
 };
 
+// Fast unless the Intent asks otherwise: a probe of the first evaluation cannot catch it.
+const sometimesSlow = {
+  policy_key: "sometimes_slow",
+  version: 1,
+  handwritten: true,
+  rego: [
+    "package mandate.policies.sometimes_slow",
+    "",
+    'actions := {"reference_noop"}',
+    "",
+    'results contains {"outcome": "ALLOW", "reason": "counted", "rule": "count"} if {',
+    "  input.intent.context.slow",
+    "  count({n | some n in numbers.range(1, 1000000); n % 7 == 0}) > 0",
+    "}",
+    "",
+  ].join("\n"),
+};
+
 const input: DecisionInput = {
   intent: { agent_id: "agt_1", action: "reference_noop", requested_at: "2026-05-01T10:00:00.000Z", nonce: "n-1" },
   agent: { agent_id: "agt_1", state: "active" },
@@ -33,12 +51,14 @@ const input: DecisionInput = {
 describe("the evaluation time limit", () => {
   let fast: BuiltBundle;
   let busy: BuiltBundle;
+  let handwritten: BuiltBundle;
   let engine: PolicyEngine | undefined;
 
   beforeAll(async () => {
-    [fast, busy] = await Promise.all([
+    [fast, busy, handwritten] = await Promise.all([
       buildBundle({ policies: [starter], graph: null, graph_version: null }),
       buildBundle({ policies: [starter, slow], graph: null, graph_version: null }),
+      buildBundle({ policies: [starter, sometimesSlow], graph: null, graph_version: null }),
     ]);
   });
 
@@ -103,5 +123,22 @@ describe("the evaluation time limit", () => {
     expect(events[0]).toMatchObject({ digest: busy.digest, reason: "timeout", where: "in_process" });
     expect(events[0]!.ms).toBeGreaterThan(50);
     expect(engine.isQuarantined(busy.digest)).toBe(true);
+  });
+
+  it("never evaluates a bundle holding hand-written Rego on the event loop, so a slow later input is stopped at the limit", async () => {
+    // A generous limit, so that the fast inputs are never judged slow on a loaded machine.
+    engine = new PolicyEngine({ timeoutMs: 1_000 });
+    await engine.load(handwritten.digest, handwritten.bundle);
+    for (let i = 0; i < 5; i++) {
+      const result = engine.decide(handwritten.digest, input);
+      // In a worker, every time: a promise, never a value computed on this thread.
+      expect(result).toBeInstanceOf(Promise);
+      expect(await result).toMatchObject({ outcome: "ALLOW", reason: "starter_reference_action" });
+    }
+    const slowInput = { ...input, intent: { ...input.intent, context: { slow: true } } };
+    const err = await Promise.resolve(engine.decide(handwritten.digest, slowInput)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EvaluationTimeoutError);
+    expect(err).toMatchObject({ kind: "timeout", message: "the evaluation was stopped at the 1000 ms limit" });
+    expect(engine.stats()).toMatchObject({ isolatedEvaluations: 6, workersTerminated: 1 });
   });
 });
