@@ -52,7 +52,15 @@ function positiveIntFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: numb
   return value;
 }
 
-/** The connection limits; the header deadline may not exceed the request deadline (Node refuses it). */
+/** MANDATE_TRUSTED_PROXIES, comma-separated addresses or CIDR ranges; each is checked when the server starts (transport/client-address.ts). */
+function trustedProxiesFromEnv(env: NodeJS.ProcessEnv): string[] {
+  return (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== "");
+}
+
+/**
+ * The connection limits; the header deadline may not exceed the request deadline (Node refuses it).
+ * Trusted proxies are exempt from the per-address cap.
+ */
 function connectionLimitsFromEnv(env: NodeJS.ProcessEnv): ConnectionLimits {
   const d = DEFAULT_CONNECTION_LIMITS;
   const limits: ConnectionLimits = {
@@ -60,6 +68,7 @@ function connectionLimitsFromEnv(env: NodeJS.ProcessEnv): ConnectionLimits {
     requestTimeoutMs: positiveIntFromEnv(env, "MANDATE_REQUEST_TIMEOUT_MS", d.requestTimeoutMs),
     idleTimeoutMs: positiveIntFromEnv(env, "MANDATE_IDLE_TIMEOUT_MS", d.idleTimeoutMs),
     maxPerAddress: positiveIntFromEnv(env, "MANDATE_MAX_CONNECTIONS_PER_ADDRESS", d.maxPerAddress),
+    trustedProxies: trustedProxiesFromEnv(env),
   };
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) {
     throw new Error(`MANDATE_HEADERS_TIMEOUT_MS (${limits.headersTimeoutMs}) must not exceed MANDATE_REQUEST_TIMEOUT_MS (${limits.requestTimeoutMs})`);
@@ -81,7 +90,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseTimeoutMs: positiveIntFromEnv(env, "MANDATE_DATABASE_TIMEOUT_MS", DEFAULT_DATABASE_TIMEOUT_MS),
     evaluationTimeoutMs: positiveIntFromEnv(env, "MANDATE_EVALUATION_TIMEOUT_MS", DEFAULT_EVALUATION_TIMEOUT_MS),
     connections: connectionLimitsFromEnv(env),
-    trustedProxies: (env.MANDATE_TRUSTED_PROXIES ?? "").split(",").map((p) => p.trim()).filter((p) => p !== ""),
+    trustedProxies: trustedProxiesFromEnv(env),
     limits: {
       intentBodyBytes: 64 * 1024,
       requestBodyBytes: 2 * 1024 * 1024,

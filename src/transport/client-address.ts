@@ -29,6 +29,20 @@ export function trustedProxyList(entries: readonly string[]): BlockList {
 }
 
 /**
+ * Whether an address (a socket's peer, IPv4-mapped or not) is one of the MANDATE_TRUSTED_PROXIES
+ * `entries`; throws as trustedProxyList does. The per-address connection cap exempts such peers.
+ */
+export function createTrustedProxyCheck(entries: readonly string[]): (address: string) => boolean {
+  if (entries.length === 0) return () => false;
+  const list = trustedProxyList(entries);
+  return (address) => {
+    const plain = unmapped(address);
+    const family = isIP(plain);
+    return family !== 0 && list.check(plain, family === 4 ? "ipv4" : "ipv6");
+  };
+}
+
+/**
  * The client address of a request. With no trusted proxies it is the socket's peer. When the
  * peer is a trusted proxy, X-Forwarded-For is read from the right, skipping trusted proxies: the
  * first address that is not one is the client (what a proxy appends can be believed, what a
@@ -36,11 +50,7 @@ export function trustedProxyList(entries: readonly string[]): BlockList {
  */
 export function createClientAddressOf(trusted: readonly string[]): ClientAddressOf {
   if (trusted.length === 0) return (peer) => peer;
-  const list = trustedProxyList(trusted);
-  const isTrusted = (address: string) => {
-    const family = isIP(address);
-    return family !== 0 && list.check(address, family === 4 ? "ipv4" : "ipv6");
-  };
+  const isTrusted = createTrustedProxyCheck(trusted);
   return (peer, forwardedFor) => {
     let client = unmapped(peer);
     if (!forwardedFor || !isTrusted(client)) return peer;

@@ -9,7 +9,8 @@ import { errorBody, retryHeaders } from "./errors.js";
 import type { DescService } from "@bufbuild/protobuf";
 import { ServerReflection } from "../gen/grpc/reflection/v1/reflection_pb.js";
 import { clientAddressKey } from "../services/context.js";
-import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connection-limits.js";
+import { createTrustedProxyCheck } from "./client-address.js";
+import { DEFAULT_CONNECTION_LIMITS, createStreamDeadlines, type ConnectionLimits } from "./connection-limits.js";
 import { createGrpcUnary } from "./grpc-unary.js";
 import { checkNodeInternals, forwardToCompat, hasOpenStreams, renewStreamTables, trackHandedConnections, untrackHandedConnections } from "./node-internals.js";
 import { abortedByClient } from "./node-request.js";
@@ -146,7 +147,12 @@ export async function listen(options: {
   // listener of Node's: see forwardToCompat in node-internals.ts).
   const h2 = http2.createServer({});
   const h2compat = http2.createServer({}, handler);
+  // Every stream, whichever path serves it, is held to the request deadline (connection-limits.ts):
+  // the session's idle check spares a session with any stream open, so a stalled stream would
+  // otherwise hold its session, and its place under the per-address cap, for ever.
+  const streamDeadlines = createStreamDeadlines(limits.requestTimeoutMs);
   h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    streamDeadlines.watch(stream);
     const fast = grpcUnary.route(headers);
     if (fast) void grpcUnary.serve(stream, headers, fast);
     else forwardToCompat(h2compat, stream, headers, flags, rawHeaders);
@@ -183,6 +189,7 @@ export async function listen(options: {
   // headers (later ones are h1's headersTimeout alone).
   const awaitingHeaders = new Map<net.Socket, NodeJS.Timeout>();
   const perAddress = new Map<string, number>();
+  const isTrustedProxy = createTrustedProxyCheck(limits.trustedProxies);
   let draining = false;
   const closeIfIdle = (socket: net.Socket) => {
     if (draining && !busy.get(socket)) socket.destroy();
@@ -205,14 +212,18 @@ export async function listen(options: {
   // these are accepted here and handed to HTTP/2 too, where Nagle's algorithm meets the peer's
   // delayed ACK and a small write waits for the delayed-ACK timer.
   const server = net.createServer({ noDelay: true }, (socket) => {
-    // The per-address cap: one connection over it is closed at once, before anything is read.
+    // The per-address cap: one connection over it is closed at once, before anything is read. A
+    // trusted proxy's connections carry all its clients (and it limits them itself): not counted.
     const address = socket.remoteAddress ?? "";
-    const open = perAddress.get(address) ?? 0;
-    if (open >= limits.maxPerAddress) {
-      socket.destroy();
-      return;
+    const capped = !isTrustedProxy(address);
+    if (capped) {
+      const open = perAddress.get(address) ?? 0;
+      if (open >= limits.maxPerAddress) {
+        socket.destroy();
+        return;
+      }
+      perAddress.set(address, open + 1);
     }
-    perAddress.set(address, open + 1);
     sockets.add(socket);
     // The header deadline, from acceptance: until the first request's headers are complete
     // (HTTP/1.1) or the client's SETTINGS after its preface arrive (HTTP/2). One timer per
@@ -221,9 +232,11 @@ export async function listen(options: {
     deadline.unref();
     socket.on("close", () => {
       clearTimeout(deadline);
-      const left = (perAddress.get(address) ?? 1) - 1;
-      if (left > 0) perAddress.set(address, left);
-      else perAddress.delete(address);
+      if (capped) {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      }
       sockets.delete(socket);
       h1Sockets.delete(socket);
       busy.delete(socket);
@@ -268,6 +281,7 @@ export async function listen(options: {
         server.close(() => resolve());
         draining = true;
         untrackHandedConnections(h1);
+        streamDeadlines.stop();
         for (const session of sessions) session.close();
         const deadline = setTimeout(() => {
           for (const s of sockets) s.destroy();

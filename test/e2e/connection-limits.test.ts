@@ -2,13 +2,13 @@ import http2 from "node:http2";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OrganizationService } from "../../src/gen/mandate/v1/organizations_pb.js";
-import { recordRow } from "../hostile/report.js";
+import { recordRow, scaled } from "../hostile/report.js";
 import { startService, type TestService } from "../support/service.js";
 
 /*
  * Slowloris (issue 19 item 6): every connection that does not get on with its request is closed
- * by the server, whatever it stopped at, and one address cannot hold more than its share of
- * connections. The service runs with small deadlines; each case waits for the server to close
+ * by the server, whatever it stopped at (an HTTP/2 stream is reset, its session kept), and one
+ * address, unless it is a trusted proxy, cannot hold more than its share of connections. The service runs with small deadlines; each case waits for the server to close
  * the socket, with a generous watchdog (the exact timing is not asserted: the machine is shared).
  */
 
@@ -52,9 +52,12 @@ function closedWithin(socket: net.Socket, ms = WATCHDOG_MS): Promise<"closed" | 
   });
 }
 
-/** A raw TCP connection to `port` that has sent `first` (nothing when undefined); what it receives is read and dropped. */
-async function open(port: number, first?: Buffer | string): Promise<net.Socket> {
-  const socket = net.connect(port, "127.0.0.1");
+/**
+ * A raw TCP connection to `port` that has sent `first` (nothing when undefined), from `localAddress`
+ * (another loopback address stands for another client); what it receives is read and dropped.
+ */
+async function open(port: number, first?: Buffer | string, localAddress?: string): Promise<net.Socket> {
+  const socket = net.connect({ port, host: "127.0.0.1", localAddress });
   socket.on("error", () => {});
   socket.resume();
   await new Promise<void>((resolve, reject) => {
@@ -63,6 +66,53 @@ async function open(port: number, first?: Buffer | string): Promise<net.Socket> 
   });
   if (first !== undefined) socket.write(first);
   return socket;
+}
+
+/** What a raw connection receives until it closes, after sending `request`. */
+function exchange(socket: net.Socket, request: string): Promise<string> {
+  return new Promise((resolve) => {
+    let text = "";
+    socket.on("data", (d: Buffer) => (text += d.toString("latin1")));
+    if (socket.closed) return resolve(text);
+    socket.once("close", () => resolve(text));
+    socket.write(request);
+  });
+}
+
+/** Resolves the RST_STREAM code an HTTP/2 stream closed with, or "open" when it is still open after `ms`. */
+function resetWithin(stream: http2.ClientHttp2Stream, ms = WATCHDOG_MS): Promise<number | "open"> {
+  return new Promise((resolve) => {
+    if (stream.closed) return resolve(stream.rstCode ?? 0);
+    const watchdog = setTimeout(() => resolve("open"), ms);
+    stream.once("close", () => {
+      clearTimeout(watchdog);
+      resolve(stream.rstCode ?? 0);
+    });
+  });
+}
+
+/** A stream window smaller than any answer: the service cannot finish answering until the client reads. */
+const HELD_WINDOW = 16;
+
+/**
+ * A whole /v1 request (401: no operator key) on a session opened with HELD_WINDOW, whose answer the
+ * service cannot finish until `answer()` reads it: a stream that stays open, its request received.
+ */
+function heldRequest(session: http2.ClientHttp2Session) {
+  const stream = session.request({ ":method": "POST", ":path": "/v1/organizations", "content-type": "application/json" });
+  stream.on("error", () => {});
+  const status = new Promise<unknown>((resolve) => stream.once("response", (h) => resolve(h[":status"])));
+  stream.end(JSON.stringify({ name: "Held" }));
+  return {
+    stream,
+    async answer(): Promise<{ status: unknown; body: string }> {
+      let body = "";
+      stream.setEncoding("utf8");
+      stream.on("data", (d: string) => (body += d));
+      await new Promise((resolve) => stream.once("end", resolve));
+      return { status: await status, body };
+    },
+  };
 }
 
 describe("connection deadlines", () => {
@@ -161,20 +211,15 @@ describe("connection deadlines", () => {
   });
 
   it("keeps an HTTP/2 connection with an open stream past the idle deadline", async () => {
-    const session = http2.connect(svc.baseUrl);
+    // The open stream's request is whole (its answer waits on the window), so the request deadline
+    // does not apply to it either.
+    const session = http2.connect(svc.baseUrl, { settings: { initialWindowSize: HELD_WINDOW } });
     session.on("error", () => {});
     try {
-      const stream = session.request({
-        ":method": "POST",
-        ":path": "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-        "content-type": "application/grpc",
-        te: "trailers",
-      });
-      stream.on("error", () => {});
-      stream.resume();
+      const held = heldRequest(session);
       await new Promise((r) => setTimeout(r, IDLE_MS * 3));
       expect(session.closed || session.destroyed).toBe(false);
-      stream.close();
+      expect((await held.answer()).status).toBe(401);
       // Once no stream is open, the session goes after the idle deadline.
       const closed = await new Promise<boolean>((resolve) => {
         const watchdog = setTimeout(() => resolve(false), WATCHDOG_MS);
@@ -191,6 +236,43 @@ describe("connection deadlines", () => {
     }
   });
 
+  it("resets an HTTP/2 stream whose request is not received whole within the request deadline, and only that stream", async () => {
+    const session = http2.connect(svc.baseUrl, { settings: { initialWindowSize: HELD_WINDOW } });
+    session.on("error", () => {});
+    try {
+      const held = heldRequest(session);
+      // Stalled, one per way in: a /v1 body begun and never ended, gRPC headers alone (the unary
+      // fast path), a Connect body begun.
+      const post = (path: string, contentType: string) => session.request({ ":method": "POST", ":path": path, "content-type": contentType, te: "trailers" }, { endStream: false });
+      const stalled = [
+        post("/v1/organizations", "application/json"),
+        post("/mandate.v1.OrganizationService/GetOrganization", "application/grpc"),
+        post("/mandate.v1.OrganizationService/GetOrganization", "application/json"),
+      ];
+      stalled[0]!.write("{");
+      stalled[2]!.write("{");
+      const codes = await Promise.all(
+        stalled.map(async (stream) => {
+          stream.on("error", () => {});
+          stream.resume();
+          const code = await resetWithin(stream);
+          tally.probes++;
+          if (code === "open") tally.failures++;
+          return code;
+        }),
+      );
+      expect(codes).toEqual(Array(stalled.length).fill(http2.constants.NGHTTP2_CANCEL));
+      // The session and the stream whose request was whole are untouched; its answer comes whole once read.
+      expect(session.closed || session.destroyed).toBe(false);
+      expect(held.stream.closed).toBe(false);
+      const answer = await held.answer();
+      expect(answer.status).toBe(401);
+      expect(JSON.parse(answer.body)).toHaveProperty("detail");
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("still answers a normal request and a gRPC call", async () => {
     expect((await svc.v1("GET", "/healthz")).status).toBe(200);
     const org = await svc.newOrg();
@@ -200,7 +282,8 @@ describe("connection deadlines", () => {
 });
 
 describe("connections per address", () => {
-  const CAP = 3;
+  /** Connections one address may hold: more held open, and one over, under `npm run test:hostile`. */
+  const CAP = scaled(3, 64);
   let svc: TestService;
   const sockets: net.Socket[] = [];
 
@@ -233,5 +316,35 @@ describe("connections per address", () => {
     sockets.push(next);
     const again = await new Promise<string>((resolve) => next.once("data", (d: Buffer) => resolve(d.toString("latin1"))));
     expect(again).toMatch(/^HTTP\/1\.1 200 /);
+  });
+});
+
+describe("connections per address behind a trusted proxy", () => {
+  const CAP = 2;
+  let svc: TestService;
+  const sockets: net.Socket[] = [];
+
+  beforeAll(async () => {
+    // 127.0.0.1 is the proxy; 127.0.0.2 (loopback too) stands for a client reaching the service directly.
+    svc = await startService({ MANDATE_MAX_CONNECTIONS_PER_ADDRESS: String(CAP), MANDATE_TRUSTED_PROXIES: "127.0.0.1" });
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await svc?.close();
+  });
+
+  it("does not cap a trusted proxy's connections", async () => {
+    for (let i = 0; i < CAP + 2; i++) sockets.push(await open(svc.port));
+    const answers = await Promise.all(sockets.map((s) => exchange(s, "GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n")));
+    for (const answer of answers) expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it("still caps any other address", async () => {
+    const own: net.Socket[] = [];
+    for (let i = 0; i < CAP; i++) own.push(await open(svc.port, undefined, "127.0.0.2"));
+    const over = await open(svc.port, undefined, "127.0.0.2");
+    sockets.push(...own, over);
+    expect(await counted(closedWithin(over, 3000))).toBe("closed");
+    expect(await exchange(own[0]!, "GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 200 /);
   });
 });

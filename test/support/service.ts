@@ -29,6 +29,7 @@ export type ServiceEnv = {
   MANDATE_REQUEST_TIMEOUT_MS: string;
   MANDATE_IDLE_TIMEOUT_MS: string;
   MANDATE_MAX_CONNECTIONS_PER_ADDRESS: string;
+  MANDATE_TRUSTED_PROXIES: string;
 };
 
 /** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */

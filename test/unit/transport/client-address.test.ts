@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createClientAddressOf, trustedProxyList } from "../../../src/transport/client-address.js";
+import { createClientAddressOf, createTrustedProxyCheck, trustedProxyList } from "../../../src/transport/client-address.js";
 
 describe("client address behind trusted proxies", () => {
   const behind = createClientAddressOf(["10.0.0.0/8", "192.168.1.1", "2001:db8::/32"]);
@@ -24,6 +24,13 @@ describe("client address behind trusted proxies", () => {
     expect(behind("10.0.0.5", "198.51.100.1, not-an-ip")).toBe("10.0.0.5");
     expect(behind("10.0.0.5", null)).toBe("10.0.0.5");
     expect(behind("10.0.0.5", "10.1.1.1, 192.168.1.1")).toBe("10.1.1.1");
+  });
+
+  it("recognises a trusted proxy peer, IPv4-mapped too, for the per-address connection cap", () => {
+    const isTrusted = createTrustedProxyCheck(["10.0.0.0/8", "2001:db8::/32"]);
+    expect([isTrusted("10.1.2.3"), isTrusted("::ffff:10.1.2.3"), isTrusted("2001:db8::9")]).toEqual([true, true, true]);
+    expect([isTrusted("11.0.0.1"), isTrusted("::ffff:11.0.0.1"), isTrusted("2001:db9::9"), isTrusted("")]).toEqual([false, false, false, false]);
+    expect(createTrustedProxyCheck([])("10.1.2.3")).toBe(false);
   });
 
   it("refuses an entry that is neither an address nor a CIDR range, naming it", () => {
