@@ -1,5 +1,5 @@
 import { PolicyEngine, type Decision, type DecisionInput } from "../policy/engine.js";
-import { EvaluationError, EvaluationTimeoutError } from "../policy/errors.js";
+import { EvaluationError, EvaluationTimeoutError, PolicyRuntimeError } from "../policy/errors.js";
 import type { AuthorityGraph } from "../policy/graph-types.js";
 import type { PolicyStore } from "../storage/policies.js";
 import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
@@ -143,24 +143,20 @@ export interface TrialBundle {
   graphVersion: number;
 }
 
-// opa-wasm's located runtime errors read `<file>.rego:<line>:<column>: <message>`
-// (e.g. `policies/conflict.rego:7:1: var assignment conflict`).
-const LOCATED = /([^\s:]+\.rego):(\d+):(\d+):\s*([^\n]*)/;
-
 /**
  * A dry run's or replay's failure as callers see it. Time limits and engine trouble stay 503
- * `evaluation_unavailable`; a rule that fails at run time, or a policy whose result is malformed,
- * is 422 `policy_runtime_error`, with the file, line and column opa reports.
+ * `evaluation_unavailable`; a rule that fails at run time (located by opa: file, line, column),
+ * or policies whose result is malformed, is the author's to fix: 422 `policy_runtime_error`.
  */
 function trialFailure(err: unknown, bundle: TrialBundle): unknown {
   if (err instanceof MandateError || !(err instanceof EvaluationError) || err instanceof EvaluationTimeoutError) {
     return evaluationUnavailable(err, bundle.digest, bundle.policyVersions);
   }
-  const located = LOCATED.exec(err.message);
-  if (located) {
-    const [, file, line, column, message] = located;
-    return new MandateError("policy_runtime_error", `A policy failed at run time: ${file}:${line}:${column}: ${message}`, [
-      { field: file!, code: "runtime_error", message: message!, line: Number(line), column: Number(column) },
+  if (err instanceof PolicyRuntimeError) {
+    const p = err.problem;
+    const where = `${p.file ?? "?"}:${p.line ?? "?"}:${p.column ?? "?"}`;
+    return new MandateError("policy_runtime_error", `${p.policy_key ? `Policy ${p.policy_key}` : "A policy"} failed at run time: ${where}: ${p.message}`, [
+      { field: p.file ?? "bundle", code: "runtime_error", message: p.message, line: p.line, column: p.column },
     ]);
   }
   if (/^(policy error|the decision|the bundle produced no decision)/.test(err.message)) {
