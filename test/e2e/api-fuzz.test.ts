@@ -121,7 +121,7 @@ beforeAll(async () => {
   await ok("POST", "/v1/capability-tokens/verify", { token: boundCap.token, audience: "erp", action: "reference_noop", resource: "po:1", constraints: { po: "1" } });
   const externalRef = (await svc.v1("GET", `/v1/principals/${org.principalId}`, { bearer })).body.external_ref as string;
   const schedule = `principal,role,reports_to\n${externalRef},clerk,\n`;
-  const doc = await ok("POST", "/v1/authority-graph/documents", { kind: "signing_schedule", format: "csv", content: schedule });
+  const doc = await ok("POST", "/v1/authority-graph/documents", { name: "schedule.csv", kind: "signing_schedule", format: "csv", content: schedule });
   Object.assign(refs, {
     organization: org.organizationId,
     operatorKey: svc.operatorKey!,

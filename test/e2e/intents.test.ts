@@ -575,6 +575,7 @@ describe("a decision commits only on the policy, graph and contract still curren
         approval_matrix: [{ action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 }],
       };
       expect((await replica.v1("POST", "/v1/authority-graph/versions", { bearer: fixture.apiKey, body: { graph } })).status).toBe(200);
+      expect((await replica.v1("POST", "/v1/authority-graph/versions/2/approve", { bearer: approver.apiKey, body: {} })).status).toBe(200);
       expect((await replica.v1("POST", "/v1/authority-graph/versions/2/publish", { bearer: approver.apiKey, body: {} })).status).toBe(200);
       // What a replica with nothing to reuse decides now; this one must decide the same.
       const fresh = await submitIntent(replica, "v1", signBody(agent, paymentDoc(agent.agentId, 500)));

@@ -79,6 +79,7 @@ describe("runtime policies and the authority graph through the service", () => {
 
     const g1 = await svc.v1("POST", "/v1/authority-graph/versions", { bearer: a.author, body: { graph: GRAPH } });
     expect(g1.status, JSON.stringify(g1.body)).toBe(200);
+    expect((await svc.v1("POST", `/v1/authority-graph/versions/${g1.body.version}/approve`, { bearer: a.approver })).body.state).toBe("approved");
     expect((await svc.v1("POST", `/v1/authority-graph/versions/${g1.body.version}/publish`, { bearer: a.approver })).body.state).toBe("active");
 
     const cases: [number, string, string][] = [
@@ -100,6 +101,7 @@ describe("runtime policies and the authority graph through the service", () => {
       bearer: a.author,
       body: { graph: { ...GRAPH, limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 40 }] } },
     });
+    await svc.v1("POST", `/v1/authority-graph/versions/${g2.body.version}/approve`, { bearer: a.approver });
     await svc.v1("POST", `/v1/authority-graph/versions/${g2.body.version}/publish`, { bearer: a.approver });
     expect((await submit(svc, a, { action: "vendor_payment", amount: 50, currency: "USD" })).body).toMatchObject({ outcome: "DENY", reason: "exceeds_approval_limit" });
 

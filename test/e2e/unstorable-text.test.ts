@@ -39,7 +39,7 @@ describe.each(TRANSPORTS)("text Postgres cannot store, over %s", (transport) => 
       "owner",
     );
     expectInvalid(
-      await call(svc, transport, AuthorityGraphService.method.uploadGovernanceDocument, { kind: "approval_matrix", format: "csv", content: "role,max\n\u0000,1\n" }, { bearer: org.apiKey }),
+      await call(svc, transport, AuthorityGraphService.method.uploadGovernanceDocument, { name: "matrix.csv", kind: "approval_matrix", format: "csv", content: "role,max\n\u0000,1\n" }, { bearer: org.apiKey }),
       "content",
     );
     expect((await svc.v1("GET", "/v1/principals?page_size=500", { bearer: org.apiKey })).body.principals).toHaveLength(before);

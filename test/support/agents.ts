@@ -193,7 +193,7 @@ export async function call(svc: TestService, transport: Transport, method: DescM
       detail: d?.detail,
       grpcCode: e.code,
       body: d
-        ? { detail: d.detail, message: d.message, request_id: d.requestId, errors: d.errors.map((x) => ({ field: x.field, code: x.code, message: x.message })) }
+        ? { detail: d.detail, message: d.message, request_id: d.requestId, errors: d.errors.map((x) => ({ field: x.field, code: x.code, message: x.message, ...(x.line && { line: x.line }), ...(x.column && { column: x.column }) })) }
         : { detail: undefined, message: e.rawMessage },
     };
   }
@@ -359,6 +359,7 @@ export async function publishPaymentsPolicy(svc: TestService, org: OrgFixture): 
         { action: "vendor_payment", currency: "USD", up_to_amount: 20_000, approvals_required: 2 },
       ],
     } }, org.apiKey],
+    ["POST", "/v1/authority-graph/versions/1/approve", {}, approver.apiKey],
     ["POST", "/v1/authority-graph/versions/1/publish", {}, approver.apiKey],
   ];
   for (const [method, path, body, bearer] of steps) {
