@@ -82,16 +82,20 @@ def main() -> int:
 
     # 3. Upload the governance documents.
     documents = [
-        admin.upload_governance_document("signing_schedule", "csv", SIGNING_SCHEDULE),
-        admin.upload_governance_document("delegation_of_authority", "csv", DELEGATION_OF_AUTHORITY),
-        admin.upload_governance_document("approval_matrix", "csv", APPROVAL_MATRIX),
+        admin.upload_governance_document("signing-schedule.csv", "signing_schedule", "csv", SIGNING_SCHEDULE),
+        admin.upload_governance_document("delegation-of-authority.csv", "delegation_of_authority", "csv", DELEGATION_OF_AUTHORITY),
+        admin.upload_governance_document("approval-matrix.csv", "approval_matrix", "csv", APPROVAL_MATRIX),
     ]
-    step(3, "uploaded " + ", ".join(f"{d.kind} ({d.document_id})" for d in documents))
+    step(3, "uploaded " + ", ".join(f"{d.name}: {d.kind}, {d.rows} rows ({d.document_id})" for d in documents))
 
-    # 4. Generate the Authority Graph and publish it. Publishing needs POLICY_APPROVER;
-    #    a second key holds it, as it will approve the policy the first key authors.
+    # 4. Generate the Authority Graph, approve it and publish it. Approving and publishing need
+    #    POLICY_APPROVER, and the approver cannot be the key that generated it (four eyes): a
+    #    second key holds it, as it will approve the policy the first key authors.
     approver = admin.with_api_key(admin.create_api_key("approver", ["POLICY_APPROVER"]).api_key)
     graph = admin.generate_graph_version([d.document_id for d in documents])
+    for w in graph.warnings:
+        print(f"  warning: {w.document} line {w.line}: {w.message}", file=sys.stderr)
+    approver.approve_graph_version(graph.version)
     graph = approver.publish_graph_version(graph.version)
     step(4, f"authority graph version {graph.version} is {graph.state}")
 

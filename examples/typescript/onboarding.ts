@@ -72,16 +72,19 @@ async function main(): Promise<void> {
 
   // 3. Upload the governance documents.
   const documents = [
-    await admin.uploadGovernanceDocument("signing_schedule", "csv", SIGNING_SCHEDULE),
-    await admin.uploadGovernanceDocument("delegation_of_authority", "csv", DELEGATION_OF_AUTHORITY),
-    await admin.uploadGovernanceDocument("approval_matrix", "csv", APPROVAL_MATRIX),
+    await admin.uploadGovernanceDocument("signing-schedule.csv", "signing_schedule", "csv", SIGNING_SCHEDULE),
+    await admin.uploadGovernanceDocument("delegation-of-authority.csv", "delegation_of_authority", "csv", DELEGATION_OF_AUTHORITY),
+    await admin.uploadGovernanceDocument("approval-matrix.csv", "approval_matrix", "csv", APPROVAL_MATRIX),
   ];
-  step(3, `uploaded ${documents.map((d) => `${d.kind} (${d.document_id})`).join(", ")}`);
+  step(3, `uploaded ${documents.map((d) => `${d.name}: ${d.kind}, ${d.rows} rows (${d.document_id})`).join(", ")}`);
 
-  // 4. Generate the Authority Graph and publish it. Publishing needs POLICY_APPROVER;
-  //    a second key holds it, as it will approve the policy the first key authors.
+  // 4. Generate the Authority Graph, approve it and publish it. Approving and publishing need
+  //    POLICY_APPROVER, and the approver cannot be the key that generated it (four eyes): a
+  //    second key holds it, as it will approve the policy the first key authors.
   const approver = admin.withApiKey((await admin.createApiKey("approver", ["POLICY_APPROVER"])).api_key);
   const draft = await admin.generateGraphVersion(documents.map((d) => d.document_id));
+  for (const w of draft.warnings) console.warn(`  warning: ${w.document} line ${w.line}: ${w.message}`);
+  await approver.approveGraphVersion(draft.version);
   const graph = await approver.publishGraphVersion(draft.version);
   step(4, `authority graph version ${graph.version} is ${graph.state}`);
 

@@ -9,6 +9,7 @@ import type {
   CapabilityToken,
   Decision,
   GovernanceDocument,
+  GraphVersion,
   GraphVersionRef,
   Heartbeat,
   IntentFields,
@@ -283,9 +284,23 @@ export class MandateClient {
 
   // --- governance (what the platform UI does) -------------------------------
 
-  /** Uploads a governance document (CSV, YAML or JSON). */
-  uploadGovernanceDocument(kind: GovernanceDocument["kind"], format: GovernanceDocument["format"], content: string): Promise<GovernanceDocument> {
-    return this.request("POST", "/v1/authority-graph/documents", { body: { kind, format, content } });
+  /**
+   * Uploads a governance document (CSV, YAML or JSON), parsed at once: one that does not parse
+   * is a ValidationError whose field errors carry the file line and column. `name` (the file
+   * name, say) is unique in the organization; a second upload under it is a ConflictError.
+   */
+  uploadGovernanceDocument(name: string, kind: GovernanceDocument["kind"], format: GovernanceDocument["format"], content: string): Promise<GovernanceDocument> {
+    return this.request("POST", "/v1/authority-graph/documents", { body: { name, kind, format, content } });
+  }
+
+  /** The uploaded governance documents, oldest first. */
+  async listGovernanceDocuments(): Promise<GovernanceDocument[]> {
+    return (await this.request<{ documents: GovernanceDocument[] }>("GET", "/v1/authority-graph/documents")).documents;
+  }
+
+  /** Deletes a governance document; graph versions generated from it keep their graph. */
+  async deleteGovernanceDocument(documentId: string): Promise<void> {
+    await this.request("DELETE", `/v1/authority-graph/documents/${seg(documentId)}`);
   }
 
   /** Generates a draft graph version from the uploaded documents (all of them unless named). */
@@ -298,9 +313,24 @@ export class MandateClient {
     return this.request("POST", "/v1/authority-graph/versions", { body: { graph } });
   }
 
-  /** Makes a graph version active (POLICY_APPROVER). */
+  /** draft → approved, by a POLICY_APPROVER other than the version's author. */
+  approveGraphVersion(version: number): Promise<GraphVersionRef> {
+    return this.request("POST", `/v1/authority-graph/versions/${version}/approve`, { body: {} });
+  }
+
+  /** Makes an approved graph version active (POLICY_APPROVER). */
   publishGraphVersion(version: number): Promise<GraphVersionRef> {
     return this.request("POST", `/v1/authority-graph/versions/${version}/publish`, { body: {} });
+  }
+
+  /** Every graph version (draft, approved, active, superseded), newest first, without graphs. */
+  async listGraphVersions(): Promise<GraphVersion[]> {
+    return (await this.request<{ versions: GraphVersion[] }>("GET", "/v1/authority-graph/versions")).versions;
+  }
+
+  /** One graph version with its graph, whatever its state. */
+  getGraphVersion(version: number): Promise<GraphVersion> {
+    return this.request("GET", `/v1/authority-graph/versions/${version}`);
   }
 
   /** Creates a policy with its first draft version from a runtime policy document (`{actions, rules}`). */

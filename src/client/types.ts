@@ -186,13 +186,38 @@ export interface PolicyVersionRef {
 
 export interface GraphVersionRef {
   version: number;
-  state: "draft" | "active" | "superseded";
+  state: "draft" | "approved" | "active" | "superseded";
+  /** What generation accepted but an author should look at (generateGraphVersion only). */
+  warnings: GraphWarning[];
+}
+
+/** A delegation cycle or a row another row makes irrelevant, at its document (by name) and file line. */
+export interface GraphWarning {
+  code: "delegation_cycle" | "shadowed_row";
+  message: string;
+  document: string;
+  line: number;
+}
+
+/** A graph version; `graph` only when one version is read (getGraphVersion, getAuthorityGraph). */
+export interface GraphVersion {
+  version: number;
+  state: GraphVersionRef["state"];
+  graph?: Record<string, unknown>;
+  author: string;
+  approver?: string;
+  created_at: string;
+  published_at?: string;
 }
 
 export interface GovernanceDocument {
   document_id: string;
+  name: string;
   kind: "delegation_of_authority" | "approval_matrix" | "signing_schedule";
   format: "csv" | "yaml" | "json";
+  /** Data rows, counted at upload. */
+  rows: number;
+  author: string;
   created_at: string;
 }
 

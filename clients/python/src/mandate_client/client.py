@@ -40,6 +40,7 @@ from .models import (
     CapabilityToken,
     Decision,
     GovernanceDocument,
+    GraphVersion,
     GraphVersionRef,
     Heartbeat,
     PolicyVersionRef,
@@ -349,9 +350,23 @@ class MandateClient:
 
     # --- governance (what the platform UI does) ---------------------------
 
-    def upload_governance_document(self, kind: str, format: str, content: str) -> GovernanceDocument:
-        """Uploads a ``delegation_of_authority``, ``approval_matrix`` or ``signing_schedule`` (csv, yaml or json)."""
-        return GovernanceDocument.from_wire(self.request("POST", "/v1/authority-graph/documents", json_body={"kind": kind, "format": format, "content": content}))
+    def upload_governance_document(self, name: str, kind: str, format: str, content: str) -> GovernanceDocument:
+        """Uploads a ``delegation_of_authority``, ``approval_matrix`` or ``signing_schedule`` (csv, yaml or json).
+
+        The document is parsed at once: one that does not parse raises ValidationError whose
+        field errors carry the file line and column. ``name`` (the file name, say) is unique
+        in the organization; a second upload under it raises ConflictError.
+        """
+        body = {"name": name, "kind": kind, "format": format, "content": content}
+        return GovernanceDocument.from_wire(self.request("POST", "/v1/authority-graph/documents", json_body=body))
+
+    def list_governance_documents(self) -> List[GovernanceDocument]:
+        """The uploaded governance documents, oldest first."""
+        return [GovernanceDocument.from_wire(d) for d in self.request("GET", "/v1/authority-graph/documents").get("documents") or []]
+
+    def delete_governance_document(self, document_id: str) -> None:
+        """Deletes a governance document; graph versions generated from it keep their graph."""
+        self.request("DELETE", f"/v1/authority-graph/documents/{_seg(document_id)}")
 
     def generate_graph_version(self, document_ids: Optional[List[str]] = None) -> GraphVersionRef:
         """Generates a draft Authority Graph version from the uploaded documents (all unless named)."""
@@ -361,9 +376,21 @@ class MandateClient:
         """Authors a draft graph version directly: ``{roles, memberships, limits, delegations, approval_matrix}``."""
         return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions", json_body={"graph": dict(graph)}))
 
+    def approve_graph_version(self, version: int) -> GraphVersionRef:
+        """draft -> approved, by a POLICY_APPROVER other than the version's author (four eyes)."""
+        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/approve", json_body={}))
+
     def publish_graph_version(self, version: int) -> GraphVersionRef:
-        """Makes a graph version active (POLICY_APPROVER)."""
+        """Makes an approved graph version active (POLICY_APPROVER)."""
         return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/publish", json_body={}))
+
+    def list_graph_versions(self) -> List[GraphVersion]:
+        """Every graph version (draft, approved, active, superseded), newest first, without graphs."""
+        return [GraphVersion.from_wire(v) for v in self.request("GET", "/v1/authority-graph/versions").get("versions") or []]
+
+    def get_graph_version(self, version: int) -> GraphVersion:
+        """One graph version with its graph, whatever its state."""
+        return GraphVersion.from_wire(self.request("GET", f"/v1/authority-graph/versions/{int(version)}"))
 
     def create_policy(self, policy_key: str, rules: Mapping[str, Any], description: str = "") -> PolicyVersionRef:
         """Creates a policy with its first draft version from a runtime policy document ``{actions, rules}``."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from .keys import AgentKey
 
@@ -297,25 +297,72 @@ class PolicyVersionRef:
 
 
 @dataclass(frozen=True)
+class GraphWarning:
+    """A delegation cycle or a row another row makes irrelevant, at its document (by name) and file line."""
+
+    #: ``delegation_cycle`` or ``shadowed_row``.
+    code: str
+    message: str
+    document: str
+    line: int
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "GraphWarning":
+        return cls(_s(raw, "code"), _s(raw, "message"), _s(raw, "document"), int(raw.get("line") or 0))
+
+
+@dataclass(frozen=True)
 class GraphVersionRef:
     version: int
-    #: ``draft``, ``active`` or ``superseded``.
+    #: ``draft``, ``approved``, ``active`` or ``superseded``.
     state: str
+    #: What generation accepted but an author should look at (generate_graph_version only).
+    warnings: Tuple[GraphWarning, ...] = ()
 
     @classmethod
     def from_wire(cls, raw: Json) -> "GraphVersionRef":
-        return cls(int(raw.get("version") or 0), _s(raw, "state"))
+        warnings = tuple(GraphWarning.from_wire(w) for w in raw.get("warnings") or [])
+        return cls(int(raw.get("version") or 0), _s(raw, "state"), warnings)
+
+
+@dataclass(frozen=True)
+class GraphVersion:
+    """A graph version; ``graph`` only when one version is read (get_graph_version)."""
+
+    version: int
+    state: str
+    author: str
+    approver: Optional[str]
+    created_at: str
+    published_at: Optional[str]
+    graph: Optional[Json]
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "GraphVersion":
+        return cls(
+            int(raw.get("version") or 0),
+            _s(raw, "state"),
+            _s(raw, "author"),
+            raw.get("approver") or None,
+            _s(raw, "created_at"),
+            raw.get("published_at") or None,
+            raw.get("graph"),
+        )
 
 
 @dataclass(frozen=True)
 class GovernanceDocument:
     document_id: str
+    name: str
     kind: str
     format: str
+    #: Data rows, counted at upload.
+    rows: int
+    author: str
 
     @classmethod
     def from_wire(cls, raw: Json) -> "GovernanceDocument":
-        return cls(_s(raw, "document_id"), _s(raw, "kind"), _s(raw, "format"))
+        return cls(_s(raw, "document_id"), _s(raw, "name"), _s(raw, "kind"), _s(raw, "format"), int(raw.get("rows") or 0), _s(raw, "author"))
 
 
 def js_number(value: Union[int, float]) -> str:
