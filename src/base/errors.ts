@@ -36,6 +36,7 @@ export type ErrorCode =
   | "capability_token_invalid"
   | "policy_compile_failed"
   | "policy_runtime_error"
+  | "invalid_policy_input"
   | "rate_limited"
   | "evaluation_unavailable"
   | "unavailable"

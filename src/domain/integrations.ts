@@ -1,13 +1,14 @@
 import type { AgentStore } from "../storage/agents.js";
 import { CollisionError, NotFoundError } from "../storage/errors.js";
-import type { AdapterRow, ContractVersionRow, IntegrationRow, IntegrationStore } from "../storage/integrations.js";
+import type { AdapterRow, ContractVersionRow, DeclaredFieldType, IntegrationRow, IntegrationStore } from "../storage/integrations.js";
+import { checkDeclaration, typesAllowedFor, type FieldDeclaration } from "../policy/field-types.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { parsePublicKey } from "./signatures.js";
 
 /** The stored shapes this module hands to services. */
-export type { AdapterRow, ContractVersionRow, IntegrationRow } from "../storage/integrations.js";
+export type { AdapterRow, ContractVersionRow, DeclaredFieldType, IntegrationRow } from "../storage/integrations.js";
 
 /** An integration with its contracts and adapters. */
 export interface IntegrationView extends IntegrationRow {
@@ -17,6 +18,30 @@ export interface IntegrationView extends IntegrationRow {
 
 const PATH = /^[a-z_][a-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_.-]*)*$/;
 const CONTEXT_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
+
+/** Top-level Intent fields a contract may type whether or not it binds them. */
+const TYPABLE_TOP_LEVEL = ["amount", "currency", "counterparty", "resource"];
+
+// Problems with a contract's field_types, as field errors under `field_types.<field>`.
+function fieldTypeErrors(resourcePath: string, bindings: Record<string, string>, fieldTypes: Record<string, unknown>): FieldError[] {
+  const named = new Set<string>([...TYPABLE_TOP_LEVEL, resourcePath]);
+  for (const [key, path] of Object.entries(bindings)) named.add(path).add(`context.${key}`);
+  const errors: FieldError[] = [];
+  for (const [field, declaration] of Object.entries(fieldTypes)) {
+    const at = `field_types.${field}`;
+    if (!named.has(field)) {
+      errors.push({ field: at, code: "not_bound", message: "a typed field must be bound by the contract (resource_path or context_bindings) or be amount, currency, counterparty or resource" });
+      continue;
+    }
+    const problems = checkDeclaration(declaration);
+    for (const p of problems) errors.push({ field: [at, ...p.path].join("."), code: "invalid_field_type", message: p.message });
+    const allowed = typesAllowedFor(field);
+    if (problems.length === 0 && allowed && !allowed.includes((declaration as FieldDeclaration).type)) {
+      errors.push({ field: `${at}.type`, code: "invalid_field_type", message: `${field} can only be declared as ${allowed.join(" or ")}` });
+    }
+  }
+  return errors;
+}
 
 /** Integrations, their governance-approved contracts and trusted adapters. */
 export class Integrations {
@@ -89,17 +114,34 @@ export class Integrations {
     return view;
   }
 
-  /** Proposes a contract version `{resource_path, context_bindings}`. */
-  async proposeContract(caller: OrgCaller, id: string, resourcePath: string, bindings: Record<string, string>): Promise<ContractVersionRow> {
+  /**
+   * Proposes a contract version `{resource_path, context_bindings, field_types}`. A typed field
+   * must be one the contract names (its resource path, a binding's path or key) or a top-level
+   * Intent field (amount, currency, counterparty, resource); an enum needs its values.
+   */
+  async proposeContract(
+    caller: OrgCaller,
+    id: string,
+    resourcePath: string,
+    bindings: Record<string, string>,
+    fieldTypes: Record<string, FieldDeclaration> = {},
+  ): Promise<ContractVersionRow> {
     const errors: FieldError[] = [];
     if (!PATH.test(resourcePath)) errors.push({ field: "resource_path", code: "invalid_format", message: "a dotted path such as resource" });
     for (const [k, v] of Object.entries(bindings)) {
       if (!CONTEXT_KEY.test(k)) errors.push({ field: `context_bindings.${k}`, code: "invalid_format", message: "context keys are identifiers" });
       if (!PATH.test(v)) errors.push({ field: `context_bindings.${k}`, code: "invalid_format", message: "a dotted path such as context.po_number" });
     }
+    errors.push(...fieldTypeErrors(resourcePath, bindings, fieldTypes));
     if (errors.length) throw validationFailed(errors);
     try {
-      return await this.integrations.proposeContract(caller.organizationId, { integration_id: id, resource_path: resourcePath, context_bindings: bindings, author: caller.identity });
+      return await this.integrations.proposeContract(caller.organizationId, {
+        integration_id: id,
+        resource_path: resourcePath,
+        context_bindings: bindings,
+        field_types: fieldTypes as Record<string, DeclaredFieldType>,
+        author: caller.identity,
+      });
     } catch (err) {
       if (err instanceof NotFoundError) throw notFound("Integration");
       throw err;
@@ -115,7 +157,7 @@ export class Integrations {
         if (c.author === caller.identity) throw new MandateError("permission_denied", "A contract version cannot be approved by its author.");
         return {
           approver: caller.identity,
-          evidence: { organizationId: caller.organizationId, kind: "contract.approved", subjectId: id, payload: { integration_id: id, version, resource_path: c.resource_path, context_bindings: c.context_bindings, author: c.author, by: caller.identity } },
+          evidence: { organizationId: caller.organizationId, kind: "contract.approved", subjectId: id, payload: { integration_id: id, version, resource_path: c.resource_path, context_bindings: c.context_bindings, field_types: c.field_types, author: c.author, by: caller.identity } },
         };
       });
     } catch (err) {

@@ -6,6 +6,7 @@ import { BatchedReads } from "./batched-reads.js";
 import { MandateError, organizationSuspended, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 import { parseJsonObject } from "../base/text.js";
+import { describeDeclaration, valueFits, type FieldDeclaration } from "../policy/field-types.js";
 import type { Evaluation, EvaluationInput, PolicyEvaluation } from "./policy-evaluation.js";
 import { AgentSignatures, requireLiveSigner, type SignerIdentity } from "./signatures.js";
 
@@ -98,6 +99,24 @@ export function undeclaredFields(intent: Intent, resourcePath: string, bindings:
   const undeclared: string[] = CONTRACT_FIELDS.filter((f) => Object.hasOwn(intent, f) && !named.has(f));
   if (intent.context) for (const key of Object.keys(intent.context)) if (!named.has(`context.${key}`)) undeclared.push(`context.${key}`);
   return undeclared;
+}
+
+/**
+ * The fields of `intent` that do not have the type its integration contract declares, or that
+ * are missing (absent or null) though declared required, as field errors naming each field.
+ * Like undeclared fields they are refused before evaluation, so nothing is recorded for them.
+ */
+function mistypedFields(intent: Intent, fieldTypes: Record<string, FieldDeclaration>): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const [field, declaration] of Object.entries(fieldTypes)) {
+    const value = valueAt(intent as unknown as Record<string, unknown>, field);
+    if (value === undefined || value === null) {
+      if (declaration.required) errors.push({ field, code: "required", message: `declared required (${describeDeclaration(declaration)}) by the active integration contract` });
+    } else if (!valueFits(declaration, value)) {
+      errors.push({ field, code: "invalid_type", message: `the active integration contract declares it ${describeDeclaration(declaration)}` });
+    }
+  }
+  return errors;
 }
 
 /** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
@@ -250,6 +269,12 @@ export class Intents {
             "The Intent carries fields its integration contract does not name.",
             undeclared.map((field) => ({ field, code: "undeclared_field", message: "not named by the active integration contract" })),
           );
+        }
+      }
+      if (context.field_types) {
+        const mistyped = mistypedFields(intent, context.field_types);
+        if (mistyped.length) {
+          throw new MandateError("invalid_policy_input", "The Intent's fields do not have the types its integration contract declares.", mistyped);
         }
       }
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");

@@ -1,12 +1,28 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { IntegrationView, Integrations, AdapterRow, ContractVersionRow } from "../domain/integrations.js";
-import { IntegrationService, type AdapterStateRequest, type CreateContractVersionRequest, type RegisterAdapterRequest } from "../gen/mandate/v1/integrations_pb.js";
+import type { IntegrationView, Integrations, AdapterRow, ContractVersionRow, DeclaredFieldType } from "../domain/integrations.js";
+import {
+  IntegrationService,
+  type AdapterStateRequest,
+  type CreateContractVersionRequest,
+  type FieldType,
+  type RegisterAdapterRequest,
+} from "../gen/mandate/v1/integrations_pb.js";
 import { orgCaller } from "./context.js";
 import { enumCodec, ts } from "./convert.js";
 
 const states = enumCodec(["active", "suspended", "revoked"] as const, "state");
 const roles = enumCodec(["adapter", "destination"] as const, "role");
 const contractStates = enumCodec(["proposed", "active", "superseded"] as const, "state");
+const fieldTypeKinds = enumCodec(["number", "string", "boolean", "timestamp", "enum"] as const, "field type");
+
+// `values` is passed on only when given, so the domain can refuse it on a type other than enum.
+const fieldTypesFromProto = (types: { [field: string]: FieldType }): Record<string, DeclaredFieldType> =>
+  Object.fromEntries(
+    Object.entries(types).map(([field, t]) => [
+      field,
+      { type: fieldTypeKinds.fromProto(t.type, `field_types.${field}.type`), required: t.required, ...(t.values.length > 0 ? { values: t.values } : {}) },
+    ]),
+  );
 
 const contractMessage = (c: ContractVersionRow) => ({
   integrationId: c.integration_id,
@@ -14,6 +30,9 @@ const contractMessage = (c: ContractVersionRow) => ({
   state: contractStates.toProto(c.state),
   resourcePath: c.resource_path,
   contextBindings: c.context_bindings,
+  fieldTypes: Object.fromEntries(
+    Object.entries(c.field_types).map(([field, t]) => [field, { type: fieldTypeKinds.toProto(t.type), required: t.required ?? false, values: t.values ?? [] }]),
+  ),
   author: c.author,
   approver: c.approver ?? "",
   createdAt: ts(c.created_at),
@@ -64,7 +83,8 @@ export class IntegrationServiceImpl implements ServiceImpl<typeof IntegrationSer
   }
 
   async createContractVersion(req: CreateContractVersionRequest, ctx: HandlerContext) {
-    return contractMessage(await this.integrations.proposeContract(orgCaller(ctx), req.integrationId, req.resourcePath, req.contextBindings));
+    const caller = orgCaller(ctx);
+    return contractMessage(await this.integrations.proposeContract(caller, req.integrationId, req.resourcePath, req.contextBindings, fieldTypesFromProto(req.fieldTypes)));
   }
 
   async approveContractVersion(req: { integrationId: string; version: number }, ctx: HandlerContext) {

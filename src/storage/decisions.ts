@@ -1,3 +1,4 @@
+import type { DeclaredFieldType } from "./integrations.js";
 import type { ReconciliationRow } from "./execution.js";
 import type { OrganizationKey } from "./keys.js";
 
@@ -61,6 +62,8 @@ export interface IntentContext {
   /** The active contract's resource path and bindings: the fields it names (null without a contract). */
   resource_path: string | null;
   context_bindings: Record<string, string> | null;
+  /** The active contract's declared field types (null without a contract). */
+  field_types: Record<string, DeclaredFieldType> | null;
 }
 
 /** What the Intent path looks up: the signing certificate, the Intent's nonce and action. */

@@ -13,6 +13,14 @@ export interface IntegrationRow {
 /** An integration as created (state `active`); each of its actions is claimed for it. */
 export type NewIntegration = Omit<IntegrationRow, "state" | "created_at">;
 
+/** The declared type of one Intent field, as a contract version stores it (the domain validates it before it is stored). */
+export interface DeclaredFieldType {
+  type: "number" | "string" | "boolean" | "timestamp" | "enum";
+  required?: boolean;
+  /** The allowed values of an enum. */
+  values?: string[];
+}
+
 /** A stored contract version of an integration. */
 export interface ContractVersionRow {
   integration_id: string;
@@ -20,6 +28,8 @@ export interface ContractVersionRow {
   state: "proposed" | "active" | "superseded";
   resource_path: string;
   context_bindings: Record<string, string>;
+  /** Declared types of Intent fields, by field path (`amount`, `context.tier`); empty when none are declared. */
+  field_types: Record<string, DeclaredFieldType>;
   author: string;
   approver: string | null;
   created_at: Date;
@@ -30,6 +40,7 @@ export interface ProposedContract {
   integration_id: string;
   resource_path: string;
   context_bindings: Record<string, string>;
+  field_types: Record<string, DeclaredFieldType>;
   author: string;
 }
 

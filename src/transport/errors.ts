@@ -39,6 +39,7 @@ const STATUS: Record<ErrorCode, [number, Code]> = {
   capability_token_invalid: [422, Code.InvalidArgument],
   policy_compile_failed: [422, Code.InvalidArgument],
   policy_runtime_error: [422, Code.InvalidArgument],
+  invalid_policy_input: [422, Code.InvalidArgument],
   rate_limited: [429, Code.ResourceExhausted],
   evaluation_unavailable: [503, Code.Unavailable],
   unavailable: [503, Code.Unavailable],

@@ -185,7 +185,7 @@ export const decisionSql = {
       text: `SELECT r.i::int AS i, c.state AS cert_state, a.state AS agent_state, o.state AS organization_state,
               h.bundle_digest, h.policy_versions, h.graph_version,
               (SELECT row_to_json(d) FROM decisions d WHERE d.agent_id = c.agent_id AND d.nonce = r.nonce) AS prior,
-              ia.integration_id, cv.version AS contract_version, cv.resource_path, cv.context_bindings
+              ia.integration_id, cv.version AS contract_version, cv.resource_path, cv.context_bindings, cv.field_types
          FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(certificate_id, nonce, action, i)
          JOIN certificates c ON c.certificate_id = r.certificate_id
          JOIN agents a ON a.agent_id = c.agent_id

@@ -64,9 +64,9 @@ const integrationSql = {
   /** Adds the next contract version as proposed (the integration row is locked first, so versions never collide). */
   async insertContract(q: Queryable, c: ProposedContract): Promise<ContractVersionRow> {
     const { rows } = await q.query<ContractVersionRow>(
-      `INSERT INTO contract_versions (integration_id, version, state, resource_path, context_bindings, author)
-       SELECT $1, coalesce(max(version), 0) + 1, 'proposed', $2, $3, $4 FROM contract_versions WHERE integration_id = $1 RETURNING *`,
-      [c.integration_id, c.resource_path, JSON.stringify(c.context_bindings), c.author],
+      `INSERT INTO contract_versions (integration_id, version, state, resource_path, context_bindings, field_types, author)
+       SELECT $1, coalesce(max(version), 0) + 1, 'proposed', $2, $3, $4, $5 FROM contract_versions WHERE integration_id = $1 RETURNING *`,
+      [c.integration_id, c.resource_path, JSON.stringify(c.context_bindings), JSON.stringify(c.field_types), c.author],
     );
     return rows[0]!;
   },
