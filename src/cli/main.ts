@@ -6,9 +6,10 @@ import type { CliCommand, CliIo } from "./command.js";
 import { evidenceCommand } from "./evidence.js";
 import { evidenceKeyCommand } from "./evidence-key.js";
 import { policyCommand } from "./policy.js";
+import { withReproduce } from "./policy-reproduce.js";
 import { reconcileCommand } from "./reconcile.js";
 
-const COMMANDS: readonly CliCommand[] = [evidenceCommand, evidenceKeyCommand, policyCommand, reconcileCommand];
+const COMMANDS: readonly CliCommand[] = [evidenceCommand, evidenceKeyCommand, withReproduce(policyCommand), reconcileCommand];
 
 const io: CliIo = {
   out: (line) => void process.stdout.write(`${line}\n`),
