@@ -89,7 +89,7 @@ const CONTRACT_FIELDS = ["amount", "currency", "counterparty", "resource"] as co
  * that name and, for `amount`, `currency` or `counterparty`, the top-level field. Names are the
  * contract's own keys and values only, never an inherited property such as `constructor`.
  */
-export function undeclaredFields(intent: Intent, resourcePath: string, bindings: Record<string, string>): string[] {
+function undeclaredFields(intent: Intent, resourcePath: string, bindings: Record<string, string>): string[] {
   const named = new Set<string>([resourcePath]);
   for (const [key, path] of Object.entries(bindings)) {
     named.add(path);
@@ -116,7 +116,39 @@ function mistypedFields(intent: Intent, fieldTypes: Record<string, FieldDeclarat
       errors.push({ field, code: "invalid_type", message: `the active integration contract declares it ${describeDeclaration(declaration)}` });
     }
   }
-  return errors;
+  // By field, not in the stored declaration's key order (jsonb's own), so the answer reads predictably.
+  return errors.sort((a, b) => (a.field < b.field ? -1 : a.field > b.field ? 1 : 0));
+}
+
+/**
+ * The Intent path's step 8 (docs/architecture.md, The Intent path), for an Intent whose action an
+ * active integration contract covers (`bindings` and `fieldTypes` null without one): 422
+ * `undeclared_field` naming every field the contract does not name, then 422
+ * `invalid_policy_input` naming every declared field missing or of another type. Dry runs apply
+ * it too (domain/policy-trials.ts).
+ */
+export function requireContractFields(
+  intent: Intent,
+  resourcePath: string,
+  bindings: Record<string, string> | null,
+  fieldTypes: Record<string, FieldDeclaration> | null,
+): void {
+  if (bindings) {
+    const undeclared = undeclaredFields(intent, resourcePath, bindings);
+    if (undeclared.length) {
+      throw new MandateError(
+        "undeclared_field",
+        "The Intent carries fields its integration contract does not name.",
+        undeclared.map((field) => ({ field, code: "undeclared_field", message: "not named by the active integration contract" })),
+      );
+    }
+  }
+  if (fieldTypes) {
+    const mistyped = mistypedFields(intent, fieldTypes);
+    if (mistyped.length) {
+      throw new MandateError("invalid_policy_input", "The Intent's fields do not have the types its integration contract declares.", mistyped);
+    }
+  }
 }
 
 /** Parses and validates the signed bytes as an Intent; 422 listing every problem. */
@@ -261,22 +293,7 @@ export class Intents {
 
     let evaluation: Evaluation | null = null;
     if (context.agent_state !== "suspended") {
-      if (context.context_bindings) {
-        const undeclared = undeclaredFields(intent, context.resource_path ?? "", context.context_bindings);
-        if (undeclared.length) {
-          throw new MandateError(
-            "undeclared_field",
-            "The Intent carries fields its integration contract does not name.",
-            undeclared.map((field) => ({ field, code: "undeclared_field", message: "not named by the active integration contract" })),
-          );
-        }
-      }
-      if (context.field_types) {
-        const mistyped = mistypedFields(intent, context.field_types);
-        if (mistyped.length) {
-          throw new MandateError("invalid_policy_input", "The Intent's fields do not have the types its integration contract declares.", mistyped);
-        }
-      }
+      requireContractFields(intent, context.resource_path ?? "", context.context_bindings, context.field_types);
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
       const input: EvaluationInput = {
         intent,
