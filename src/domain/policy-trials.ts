@@ -5,7 +5,7 @@ import type { AgentStore } from "../storage/agents.js";
 import type { DecisionStore, Outcome, RecordedEvaluation } from "../storage/decisions.js";
 import type { IntegrationStore } from "../storage/integrations.js";
 import type { PrincipalStore } from "../storage/principals.js";
-import { parseIntent, undeclaredFields } from "./intents.js";
+import { parseIntent, requireContractFields, type Intent } from "./intents.js";
 import type { Evaluation, EvaluationInput, PolicyEvaluation } from "./policy-evaluation.js";
 
 /** How many recorded Intents a replay evaluates unless told, and at most. */
@@ -113,7 +113,7 @@ export class PolicyTrials {
     }
     const agent = await this.agents.get(caller.organizationId, intent.agent_id);
     if (!agent) throw validationFailed([{ field: "intent.agent_id", code: "unknown_agent", message: "must name an agent of this organization" }]);
-    await this.requireDeclared(caller.organizationId, intent as unknown as EvaluationInput["intent"]);
+    await this.requireDeclared(caller.organizationId, intent);
     const principal = await this.principals.get(caller.organizationId, agent.acting_for_principal_id);
     if (!principal) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
     const now = (request.now ?? new Date()).toISOString();
@@ -189,19 +189,16 @@ export class PolicyTrials {
     };
   }
 
-  /** 422 `undeclared_field` as on the Intent path (step 8) when an active integration contract covers the action. */
-  private async requireDeclared(organizationId: string, intent: EvaluationInput["intent"]): Promise<void> {
+  /** The Intent path's step 8 when an active integration contract covers the action (requireContractFields). */
+  private async requireDeclared(organizationId: string, intent: Intent): Promise<void> {
     const integration = (await this.integrations.list(organizationId)).find((i) => i.actions.includes(intent.action));
     if (!integration) return;
     const contract = (await this.integrations.contracts([integration.integration_id])).find((c) => c.state === "active");
     if (!contract) return;
-    const undeclared = undeclaredFields(intent as never, contract.resource_path, contract.context_bindings);
-    if (undeclared.length) {
-      throw new MandateError(
-        "undeclared_field",
-        "The Intent carries fields its integration contract does not name.",
-        undeclared.map((field) => ({ field: `intent.${field}`, code: "undeclared_field", message: "not named by the active integration contract" })),
-      );
+    try {
+      requireContractFields(intent, contract.resource_path, contract.context_bindings, contract.field_types);
+    } catch (err) {
+      throw underIntent(err);
     }
   }
 }
