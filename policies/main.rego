@@ -1,11 +1,19 @@
 # METADATA
 # title: Mandate decision entrypoint
 # description: |
-#   data.mandate.main.decision (bundle entrypoint mandate/main/decision) combines every
-#   active runtime policy that covers the intent's action. A runtime policy is a package
-#   mandate.policies.<policy_key> exposing `actions` (the action names it covers) and
-#   `results` (a set of {"outcome", "reason", "rule"} objects, optionally with a
-#   "detail" the trace carries along).
+#   data.mandate.main.decision (bundle entrypoint mandate/bundle/decision, bundle.rego)
+#   combines every active runtime policy that covers the intent's action. A runtime policy
+#   is a package mandate.policies.<policy_key> exposing `actions` (the action names it
+#   covers, one constant list of strings) and `results` (a set of {"outcome", "reason",
+#   "rule"} objects, optionally with a "detail" the trace carries along).
+#
+#   Policies are reached only through data.mandate.dispatch, a module src/policy/build.ts
+#   generates for each bundle from the policies' constant `actions`: `covering` (the keys of
+#   the policies declaring the intent's action) and `results[key]` (a covering policy's
+#   results, each referenced by its own path). So a policy is evaluated only for the actions
+#   it declares, and one failing at run time (a conflict, say) fails only those actions;
+#   nothing here iterates data.mandate.policies, which would evaluate every policy for every
+#   intent.
 #
 #   Combination is deny-overrides: any DENY wins, then HUMAN_REVIEW, then ALLOW. Among
 #   the results with the winning outcome the decision's reason is the lexicographically
@@ -37,16 +45,13 @@ decision := {"error": {"code": "malformed_policy_result", "policies": sort(malfo
 } else := {"outcome": winner, "reason": reason, "trace": trace}
 
 # Keys of the active policies whose actions name the intent's action.
-covering contains key if {
-	some key
-	input.intent.action in data.mandate.policies[key].actions
-}
+covering := data.mandate.dispatch.covering
 
 # Results of the covering policies as [policy, rule, outcome, reason, detail] tuples, which
 # sort by policy, then rule. They decide only when none is malformed.
 fired contains [key, r.rule, r.outcome, r.reason, object.get(r, "detail", null)] if {
 	some key in covering
-	some r in data.mandate.policies[key].results
+	some r in data.mandate.dispatch.results[key]
 }
 
 # Covering policies whose results are not a set or hold a result that is not well formed.
@@ -57,11 +62,11 @@ malformed contains key if {
 
 malformed contains key if {
 	some key in covering
-	some r in data.mandate.policies[key].results
+	some r in data.mandate.dispatch.results[key]
 	not well_formed(r)
 }
 
-results_set(key) if is_set(data.mandate.policies[key].results)
+results_set(key) if is_set(data.mandate.dispatch.results[key])
 
 well_formed(r) if {
 	is_object(r)

@@ -51,8 +51,14 @@ cases := {
 	],
 }
 
+# What src/policy/build.ts generates as data.mandate.dispatch for these policies and action.
+dispatch(policies, action) := {
+	"covering": {key | some key, p in policies; action in p.actions},
+	"results": {key: p.results | some key, p in policies; action in p.actions; p.results},
+}
+
 decide(policies, action) := d if {
-	d := main.decision with input as {"intent": {"action": action}} with data.mandate.policies as policies
+	d := main.decision with input as {"intent": {"action": action}} with data.mandate.dispatch as dispatch(policies, action)
 }
 
 test_combination[name] if {

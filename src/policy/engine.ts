@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
 import { EvaluationError, EvaluationTimeoutError, PolicyRuntimeError, evaluationFailure } from "./errors.js";
 import { EvaluationLane, type IsolatedBundle } from "./isolation.js";
 import { HANDWRITTEN_METADATA } from "./build.js";
-import { ENTRYPOINT } from "./opa.js";
+import { ENTRYPOINT, EXPLAIN_ENTRYPOINT, LEGACY_ENTRYPOINT } from "./opa.js";
 import { OUTCOMES, REASON_PATTERN, type Outcome } from "./rules.js";
 import { readTarGz } from "./tar.js";
 
@@ -81,6 +82,8 @@ export interface EngineStats {
 
 interface Loaded extends IsolatedBundle {
   policy: LoadedPolicy;
+  /** The explain entrypoint's number; null in bundles built before it existed. */
+  explainEntrypoint: number | null;
   /** It holds hand-written Rego: evaluated in a worker always (build.ts, HANDWRITTEN_METADATA). */
   handwritten: boolean;
   /** An evaluation of it finished in the worker, fast: from then on it is evaluated in-process. */
@@ -93,9 +96,10 @@ interface Loaded extends IsolatedBundle {
 const MAX_QUARANTINED = 10_000;
 // Slow evaluations (over a fifth of the limit) are added up over this window.
 const SLOW_WINDOW_MS = 60_000;
-// After a quarantined bundle's evaluation is stopped at the limit, its next ones are refused at
-// once for this long (503 carries Retry-After: 1), so a tenant resubmitting to a policy that never
-// finishes does not keep a core busy and the worker restarting.
+// After a quarantined bundle's evaluation is stopped at the limit, its next ones arriving within
+// this long are refused when it has passed (503 carries Retry-After: 1): a tenant resubmitting to
+// a policy that never finishes neither keeps a core busy and the worker restarting nor, answered
+// at once, turns its one-at-a-time retries into a flood that other tenants' requests queue behind.
 const COOL_DOWN_MS = 1_000;
 
 /**
@@ -235,12 +239,41 @@ export class PolicyEngine {
     return readDecision(resultSet);
   }
 
+  /**
+   * The per-rule explanation of the policies covering the input's action (the bundle's
+   * mandate/bundle/explain entrypoint; policies/bundle.rego): `{policy_key: [...]}` for each
+   * covering policy that defines `explain`. For the dry run only, so always in a worker thread,
+   * under the time limit, in the lane the bundle's evaluations use: a policy's `explain` may be
+   * hand-written Rego of any cost, and a dry run is no hot path. Throws EvaluationError when the
+   * bundle is not loaded or predates the entrypoint, PolicyRuntimeError or
+   * EvaluationTimeoutError as `decide` does.
+   */
+  async explain(digest: string, input: DecisionInput): Promise<Record<string, unknown>> {
+    const loaded = this.bundles.get(digest);
+    if (!loaded) throw new EvaluationError(`bundle ${digest} is not loaded`);
+    if (loaded.explainEntrypoint === null) throw new EvaluationError(`bundle ${digest} was built without the ${EXPLAIN_ENTRYPOINT} entrypoint`);
+    this.touch(digest);
+    const lane = this.quarantine.has(digest) ? this.quarantined : this.probation;
+    this.isolated++;
+    let result;
+    try {
+      result = await lane.run({ ...loaded, entrypoint: loaded.explainEntrypoint }, input);
+    } catch (err) {
+      if (err instanceof PolicyRuntimeError) this.countFailure(err);
+      throw err;
+    }
+    const set = result.resultSet;
+    const value: unknown = Array.isArray(set) ? (set[0] as { result?: unknown } | undefined)?.result : undefined;
+    return isRecord(value) ? value : {};
+  }
+
   private async isolate(loaded: Loaded, input: DecisionInput): Promise<Decision> {
     const { digest } = loaded;
     const quarantined = this.quarantine.has(digest);
     if (quarantined) {
       const until = this.coolingDown.get(digest);
       if (until !== undefined && performance.now() < until) {
+        await sleep(until - performance.now());
         throw new EvaluationTimeoutError(digest, this.timeoutMs, "cooling_down", `its last evaluation was stopped at the ${this.timeoutMs} ms limit under ${COOL_DOWN_MS} ms ago`);
       }
     } else if (loaded.probe && !loaded.handwritten) {
@@ -314,10 +347,11 @@ export class PolicyEngine {
       const data = new Uint8Array(dataFile).buffer;
       const module = await WebAssembly.compile(new Uint8Array(wasm));
       const policy = await loadPolicy(module);
-      const entrypoint: unknown = policy.entrypoints[ENTRYPOINT];
+      const entrypoint: unknown = policy.entrypoints[ENTRYPOINT] ?? policy.entrypoints[LEGACY_ENTRYPOINT];
       if (typeof entrypoint !== "number") throw new Error(`the bundle has no ${ENTRYPOINT} entrypoint`);
+      const explainEntrypoint: unknown = policy.entrypoints[EXPLAIN_ENTRYPOINT];
       policy.setData(data);
-      loaded = { digest, policy, entrypoint, module, data, handwritten: listsHandwritten(files.get(".manifest")), proven: false, probe: null };
+      loaded = { digest, policy, entrypoint, explainEntrypoint: typeof explainEntrypoint === "number" ? explainEntrypoint : null, module, data, handwritten: listsHandwritten(files.get(".manifest")), proven: false, probe: null };
     } catch (cause) {
       throw new EvaluationError(`cannot load bundle ${digest}: ${describe(cause)}`, { cause });
     }

@@ -4,9 +4,21 @@ import { readFile, readdir } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { WASM_BUILTINS } from "./builtins.js";
 
-/** The bundle entrypoint every decision is read from (package mandate.main, rule decision). */
-export const ENTRYPOINT = "mandate/main/decision";
+/**
+ * The bundle entrypoint every decision is read from: `data.mandate.bundle.decision`, an alias of
+ * `data.mandate.main.decision` (policies/bundle.rego). opa build drops an entrypoint's rule from
+ * the Rego it packs beside policy.wasm, so the entrypoints are aliases and the bundle's main.rego
+ * keeps its `decision` rule whole.
+ */
+export const ENTRYPOINT = "mandate/bundle/decision";
+
+/** The entrypoint of bundles built before the alias: read when a stored bundle lacks ENTRYPOINT. */
+export const LEGACY_ENTRYPOINT = "mandate/main/decision";
+
+/** The dry run's per-rule explanation of the policies covering the Intent's action (policies/bundle.rego). */
+export const EXPLAIN_ENTRYPOINT = "mandate/bundle/explain";
 
 /** What an opa invocation printed and how it exited; a non-zero exit is data, not an exception. */
 export interface OpaRun {
@@ -56,16 +68,13 @@ export async function libraryModules(): Promise<{ name: string; rego: string }[]
   return Promise.all(names.map(async (name) => ({ name, rego: await readFile(join(dir, name), "utf8") })));
 }
 
-// Built-ins that would make a decision depend on something other than bundle and input.
-const NONDETERMINISTIC = new Set(["rand.intn"]);
-
 let capabilities: Promise<string> | undefined;
 
 /**
- * Capabilities JSON for opa build/check: this opa's language features, restricted to the
- * built-ins the opa-wasm SDK can execute and that are deterministic. A module calling
- * anything else (http.send, time.now_ns, …) fails to compile with a located error instead
- * of failing at evaluation time.
+ * Capabilities JSON for opa build/check: this opa's language features, restricted to
+ * WASM_BUILTINS (builtins.ts). A module calling anything else (http.send, time.now_ns, …) fails
+ * to compile with a located error instead of failing at evaluation time. Rejects when this opa
+ * or the opa-wasm SDK lacks a listed built-in.
  */
 export function wasmCapabilities(): Promise<string> {
   capabilities ??= (async () => {
@@ -75,9 +84,13 @@ export function wasmCapabilities(): Promise<string> {
     const sdk = JSON.parse(await readFile(join(dirname(sdkMain), "..", "capabilities.json"), "utf8")) as {
       builtins: { name: string }[];
     };
-    const supported = new Set(sdk.builtins.map((b) => b.name).filter((n) => !NONDETERMINISTIC.has(n)));
     const caps = JSON.parse(current.stdout) as { builtins: { name: string }[] };
-    caps.builtins = caps.builtins.filter((b) => supported.has(b.name));
+    const inSdk = new Set(sdk.builtins.map((b) => b.name));
+    const inOpa = new Set(caps.builtins.map((b) => b.name));
+    const missing = WASM_BUILTINS.filter((name) => !inSdk.has(name) || !inOpa.has(name));
+    if (missing.length > 0) throw new Error(`WASM_BUILTINS lists built-ins this opa or opa-wasm lacks: ${missing.join(", ")}`);
+    const allowed = new Set(WASM_BUILTINS);
+    caps.builtins = caps.builtins.filter((b) => allowed.has(b.name));
     return JSON.stringify(caps);
   })();
   capabilities.catch(() => (capabilities = undefined));

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DecisionInput, IntentInput } from "../../src/policy/engine.js";
+import { dispatchModule, DISPATCH_FILE } from "../../src/policy/build.js";
 import { validateGraph } from "../../src/policy/graph-checks.js";
 import type { AuthorityGraph } from "../../src/policy/graph-types.js";
 import { indexGraph } from "../../src/policy/graph-index.js";
@@ -60,6 +61,9 @@ export function generatedFiles(fixture: AuthorityFixture): Map<string, string> {
     ["authority-index.json", JSON.stringify({ fixtures: { authority_index: index } }, null, 2) + "\n"],
   ]);
   for (const [key, rego] of fixturePolicies(fixture)) files.set(join("policies", `${key}.rego`), rego);
+  // The library reaches policies through the dispatch module each bundle gets (src/policy/build.ts).
+  const documents = { [STARTER_POLICY_KEY]: STARTER_RULES, ...fixture.policies };
+  files.set(join("policies", DISPATCH_FILE), dispatchModule(Object.entries(documents).map(([policy_key, doc]) => ({ policy_key, actions: doc.actions }))));
   return files;
 }
 

@@ -74,7 +74,9 @@ describe("buildBundle", () => {
     expect(data.mandate.graph_index.version).toBe(4);
     expect(data.mandate.graph_index.authority.E900.vendor_payment.USD).toHaveLength(2);
     expect([...files.keys()].filter((f) => f.endsWith(".rego")).sort()).toEqual([
+      "dispatch.rego",
       "library/authority.rego",
+      "library/bundle.rego",
       "library/main.rego",
       "policies/starter.rego",
     ]);

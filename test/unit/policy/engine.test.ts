@@ -8,7 +8,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { beforeAll, describe, expect, it } from "vitest";
 import { buildBundle, type BuiltBundle } from "../../../src/policy/build.js";
 import { PolicyEngine, type DecisionInput } from "../../../src/policy/engine.js";
-import { EvaluationError } from "../../../src/policy/errors.js";
+import { EvaluationError, PolicyRuntimeError } from "../../../src/policy/errors.js";
 import { compileRules, STARTER_POLICY_KEY, STARTER_RULES } from "../../../src/policy/rules.js";
 import { readTarGz } from "../../../src/policy/tar.js";
 
@@ -115,12 +115,11 @@ describe("PolicyEngine", () => {
     expect(() => engine.evaluate(custom.digest, inputFor(action))).toThrow(EvaluationError);
   });
 
-  it("drops an instance that trapped, and a reload serves again", async () => {
+  it("keeps an instance after a located Rego error, which is no trap, and it serves again", async () => {
     const engine = new PolicyEngine(UNHURRIED);
     await engine.load(custom.digest, custom.bundle);
-    expect(() => engine.evaluate(custom.digest, inputFor("conflict"))).toThrow(EvaluationError);
-    expect(engine.has(custom.digest)).toBe(false);
-    await engine.load(custom.digest, custom.bundle);
+    expect(() => engine.evaluate(custom.digest, inputFor("conflict"))).toThrow(PolicyRuntimeError);
+    expect(engine.has(custom.digest)).toBe(true);
     expect(engine.evaluate(custom.digest, inputFor("fine")).reason).toBe("fine");
   });
 
