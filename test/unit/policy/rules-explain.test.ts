@@ -1,15 +1,13 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { buildBundle } from "../../../src/policy/build.js";
 import type { IntentInput } from "../../../src/policy/engine.js";
-import { ENTRYPOINT, libraryModules, runOpa, wasmCapabilities } from "../../../src/policy/opa.js";
+import { EXPLAIN_ENTRYPOINT } from "../../../src/policy/opa.js";
 import { compileRules } from "../../../src/policy/rules.js";
 import { readTarGz } from "../../../src/policy/tar.js";
 
-// `explain` (src/policy/rules-rego.ts) is built to WebAssembly as a bundle entrypoint of its own,
-// beside the decision, with the library and the capabilities publish uses, and evaluated by opa-wasm.
+// `explain` (src/policy/rules-rego.ts) as a published bundle carries it: built by buildBundle
+// (the publish path) and read through the bundle's explain entrypoint with opa-wasm.
 
 const policies: Record<string, unknown> = {
   vendor: [
@@ -39,37 +37,28 @@ const policies: Record<string, unknown> = {
   "as-object": { actions: ["obj"], rules: [{ id: "r", when: { "context.x": { exists: true } }, outcome: "ALLOW", reason: "ok" }] },
 };
 
-let dir: string;
 let wasm: LoadedPolicy;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "mandate-explain-"));
-  const root = join(dir, "bundle");
-  await mkdir(join(root, "library"), { recursive: true });
-  await mkdir(join(root, "policies"));
-  await writeFile(join(dir, "capabilities.json"), await wasmCapabilities());
-  for (const { name, rego } of await libraryModules()) await writeFile(join(root, "library", name), rego);
-  for (const [key, source] of Object.entries(policies)) await writeFile(join(root, "policies", `${key}.rego`), compileRules(key, source));
-  await writeFile(join(root, "data.json"), "{}");
-  const entrypoints = [ENTRYPOINT, ...Object.keys(policies).map((key) => `mandate/policies/${key}/explain`)].flatMap((e) => ["--entrypoint", e]);
-  const built = await runOpa(["build", "--bundle", "--target", "wasm", ...entrypoints, "--capabilities", "../capabilities.json", "--output", "../bundle.tar.gz", "."], { cwd: root });
-  expect(built.stderr).toBe("");
-  wasm = await loadPolicy(readTarGz(await readFile(join(dir, "bundle.tar.gz"))).get("policy.wasm")!);
-});
-
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
+  const built = await buildBundle({
+    policies: Object.entries(policies).map(([key, source]) => ({ policy_key: key, version: 1, rego: compileRules(key, source) })),
+    graph: null,
+    graph_version: null,
+  });
+  wasm = await loadPolicy(readTarGz(built.bundle).get("policy.wasm")!);
 });
 
 function explain(key: string, fields: Partial<IntentInput>): unknown[] {
   const input = {
-    intent: { agent_id: "a", action: "vendor_payment", requested_at: "2026-01-01T00:00:00.000Z", nonce: "n", ...fields },
+    intent: { agent_id: "a", action: key === "vendor" ? "vendor_payment" : "obj", requested_at: "2026-01-01T00:00:00.000Z", nonce: "n", ...fields },
     agent: { agent_id: "a", state: "active" },
     principal: { principal_id: "p", external_ref: "E1", kind: "person" },
     now: "2026-01-01T00:00:00.000Z",
   };
-  const [result] = wasm.evaluate(input, `mandate/policies/${key}/explain`) as { result: unknown[] }[];
-  return result!.result;
+  const [result] = wasm.evaluate(input, EXPLAIN_ENTRYPOINT) as { result: Record<string, unknown[]> }[];
+  // Only the policies covering the Intent's action are explained.
+  expect(Object.keys(result!.result)).toEqual([key]);
+  return result!.result[key]!;
 }
 
 const entry = (rule_id: string, line: number, rest: object) => ({ policy_key: "vendor", rule_id, line, ...rest });
