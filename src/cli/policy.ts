@@ -1,88 +1,42 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { basename, join } from "node:path";
-import YAML from "yaml";
-import { PolicySourceError } from "../policy/errors.js";
-import { validateGraph } from "../policy/graph-checks.js";
-import { indexGraph } from "../policy/graph-index.js";
-import { libraryModules, runOpa } from "../policy/opa.js";
-import { compileRules } from "../policy/rules.js";
-import { CliError, EXIT_FAILED, EXIT_OK, type CliCommand } from "./command.js";
+import { CliError, type CliCommand } from "./command.js";
+import { buildUsage, runPolicyBuild } from "./policy-build.js";
+import { runPolicyTest, testUsage } from "./policy-test.js";
 
-const usage = `usage: mandate policy test DIR
+const indent = (text: string) => text.replace(/^(?=.)/gm, "  ");
 
-Runs a policy author's Rego tests against the same library every bundle is built
-from. DIR may hold:
-  <policy_key>.rules.yaml | .rules.json   runtime policy documents (compiled to Rego
-                                         exactly as publishing compiles them)
-  *.rego                                 hand-written policy modules and *_test.rego tests
-  graph.yaml | graph.json                an authority graph fixture in the graph's JSON form
-                                         (docs/architecture.md, Policies), loaded as
-                                         data.mandate.graph like a published one
-Exit status 0 when every test passes, 1 when one fails, 2 on bad input.`;
+const usage = `usage:
+${indent(testUsage)}
 
-const RULES = /^([a-z][a-z0-9_-]*)\.rules\.(ya?ml|json)$/;
+${indent(buildUsage)}
 
-function parse(name: string, text: string): unknown {
-  try {
-    return name.endsWith(".json") ? JSON.parse(text) : YAML.parse(text);
-  } catch (err) {
-    throw new CliError(`${name}: ${(err as Error).message}`);
-  }
-}
+DIR may hold (files of other names are skipped with a note):
+  <policy_key>.rules.yaml | .rules.yml | .rules.json
+                        a runtime policy document, compiled as publishing compiles it
+  <policy_key>.rego     a hand-written policy module (package mandate.policies.<policy_key>)
+  *_test.rego           tests: rules named test_* (todo_test_* are reported as skipped)
+  graph.yaml | graph.json
+                        the authority graph in its JSON form (docs/architecture.md, Policies)
+  *.csv, <kind>[.<name>].yaml | .json
+                        governance documents, turned into the graph by the service's own
+                        generation. A CSV is recognised by its header (principal,role,reports_to
+                        for signing_schedule; holder,delegate,action,currency,max_amount,valid_until
+                        for delegation_of_authority; action,currency,up_to_amount,approvals_required
+                        for approval_matrix); a YAML/JSON document by its name starting with its
+                        kind (approval_matrix.yaml, signing_schedule.emea.json)
+  principals.csv | principals.yaml | principals.json
+                        the organization's principals by external_ref (CSV: a header naming
+                        external_ref); graph references to anyone else are errors, as in the
+                        service. Without it references are not checked (a note says so)`;
 
-/** Every principal reference a graph fixture mentions: offline there is no principal table to check against. */
-function refsOf(graph: unknown): Set<string> {
-  const refs = new Set<string>();
-  const g = (graph ?? {}) as Record<string, { principal?: unknown; holder?: unknown; delegate?: unknown }[] | undefined>;
-  for (const list of [g.memberships, g.limits, g.delegations]) {
-    for (const row of list ?? []) {
-      for (const v of [row.principal, row.holder, row.delegate]) if (typeof v === "string" && !v.startsWith("role:")) refs.add(v);
-    }
-  }
-  return refs;
-}
-
-/** `mandate policy test DIR`: opa test over the library plus an author's policies, tests and graph fixture. */
+/** `mandate policy …`: test and build a policy directory offline, as the service would build it. */
 export const policyCommand: CliCommand = {
   name: "policy",
-  summary: "test runtime policies against the library (opa test)",
+  summary: "test and build runtime policies offline, exactly as publishing builds them",
   usage,
   async run(args, io) {
-    if (args.length !== 2 || args[0] !== "test") throw new CliError("expected: policy test DIR", true);
-    const dir = args[1]!;
-    const names = await readdir(dir).catch(() => {
-      throw new CliError(`cannot read ${dir}`);
-    });
-    const work = await mkdtemp(join(tmpdir(), "mandate-policy-test-"));
-    try {
-      await mkdir(join(work, "library"));
-      await mkdir(join(work, "policies"));
-      for (const { name, rego } of await libraryModules()) await writeFile(join(work, "library", name), rego);
-      for (const name of names.sort()) {
-        const text = await readFile(join(dir, name), "utf8");
-        const rules = RULES.exec(name);
-        if (rules) {
-          try {
-            await writeFile(join(work, "policies", `${rules[1]}.rego`), compileRules(rules[1]!, parse(name, text)));
-          } catch (err) {
-            if (!(err instanceof PolicySourceError)) throw err;
-            throw new CliError(`${name}: ${err.errors.map((e) => `${e.field ?? ""}${e.line ? ` line ${e.line}` : ""}: ${e.message}`).join("; ")}`);
-          }
-        } else if (name.endsWith(".rego")) {
-          await writeFile(join(work, "policies", basename(name)), text);
-        } else if (/^graph\.(ya?ml|json)$/.test(name)) {
-          const raw = parse(name, text);
-          const graph = validateGraph(raw, refsOf(raw));
-          if (!graph.ok) throw new CliError(`${name}: ${graph.errors.map((e) => `${e.path}: ${e.message}`).join("; ")}`);
-          await writeFile(join(work, "data.json"), JSON.stringify({ mandate: { graph: graph.graph, graph_index: indexGraph(graph.graph, 0) } }));
-        }
-      }
-      const result = await runOpa(["test", "--fail-on-empty", "-v", work]);
-      for (const line of (result.stdout + result.stderr).split("\n")) if (line) io.out(line.replaceAll(`${work}/`, ""));
-      return result.code === 0 ? EXIT_OK : EXIT_FAILED;
-    } finally {
-      await rm(work, { recursive: true, force: true });
-    }
+    const [sub, ...rest] = args;
+    if (sub === "test") return runPolicyTest(rest, io);
+    if (sub === "build") return runPolicyBuild(rest, io);
+    throw new CliError(sub === undefined ? "expected a subcommand: test or build" : `unknown subcommand ${sub}`, true);
   },
 };
