@@ -36,6 +36,16 @@ function evaluationUnavailable(err: unknown, digest: string, policyVersions: Rec
         (err.kind === "queue_full" ? "" : " The bundle is evaluated in isolation until a new version is published."),
     );
   }
+  if (err instanceof PolicyRuntimeError) {
+    // Located in a policy's module (the bundle holds policies/<key>.rego): that policy, which
+    // is evaluated only for its own actions, so the others still decide (docs/architecture.md, Policies).
+    const { file, line, column, message, policy_key: key } = err.problem;
+    const failing = key === undefined ? `the policy bundle ${digest}` : `policy ${key} (version ${policyVersions[key] ?? "unknown"})`;
+    return new MandateError(
+      "evaluation_unavailable",
+      `Evaluating ${failing} failed at ${file ?? "?"}:${line ?? "?"}:${column ?? "?"}: ${message}; nothing was decided. Actions the policy does not declare are unaffected.`,
+    );
+  }
   return new MandateError("evaluation_unavailable", "The decision could not be evaluated; nothing was decided.");
 }
 
@@ -127,6 +137,41 @@ export class PolicyEvaluation {
     }
   }
 
+  /**
+   * What each rule of the policies covering the input's action did (engine.explain): whether it
+   * fired and, if not, the first condition that failed with the value seen. Policies written as
+   * Rego by hand have no rules to explain and are left out; so is everything when the bundle was
+   * built before bundles carried the explanation (an active head published before then).
+   */
+  async explainTrial(bundle: TrialBundle, input: EvaluationInput): Promise<RuleExplanation[]> {
+    let byPolicy: Record<string, unknown>;
+    try {
+      byPolicy = await this.engine.explain(bundle.digest, input);
+    } catch (err) {
+      if (err instanceof EvaluationError && / was built without /.test(err.message)) return [];
+      throw trialFailure(err, bundle);
+    }
+    const rules: RuleExplanation[] = [];
+    for (const key of Object.keys(byPolicy).sort()) {
+      const entries = byPolicy[key];
+      if (!Array.isArray(entries)) continue;
+      for (const e of entries as Record<string, unknown>[]) {
+        const failed = e.failed_condition as Record<string, unknown> | null | undefined;
+        rules.push({
+          policy_key: key,
+          policy_version: bundle.policyVersions[key] ?? 0,
+          rule_id: String(e.rule_id ?? ""),
+          fired: e.fired === true,
+          outcome: typeof e.outcome === "string" ? (e.outcome as Evaluation["outcome"]) : null,
+          reason: typeof e.reason === "string" ? e.reason : null,
+          failed_condition: failed ? { field: String(failed.field ?? ""), operator: String(failed.operator ?? ""), expected: failed.expected ?? null, actual: failed.actual ?? null } : null,
+          line: typeof e.line === "number" ? e.line : 0,
+        });
+      }
+    }
+    return rules;
+  }
+
   private async load(digest: string, bytes: Uint8Array, policyVersions: Record<string, number>): Promise<void> {
     try {
       await this.engine.load(digest, bytes);
@@ -134,6 +179,21 @@ export class PolicyEvaluation {
       throw evaluationUnavailable(err, digest, policyVersions);
     }
   }
+}
+
+/** What one rule of a covering policy did with a dry run's input. */
+export interface RuleExplanation {
+  policy_key: string;
+  policy_version: number;
+  rule_id: string;
+  fired: boolean;
+  /** Set when fired. */
+  outcome: Evaluation["outcome"] | null;
+  reason: string | null;
+  /** Set when not fired: the first condition that did not hold, with the value the input had (null when missing). */
+  failed_condition: { field: string; operator: string; expected: unknown; actual: unknown } | null;
+  /** The rule's line in its rules document; 0 when unknown. */
+  line: number;
 }
 
 /** A bundle loaded for a dry run or replay, and what was compiled into it. */

@@ -6,7 +6,7 @@ import type { DecisionStore, Outcome, RecordedEvaluation } from "../storage/deci
 import type { IntegrationStore } from "../storage/integrations.js";
 import type { PrincipalStore } from "../storage/principals.js";
 import { parseIntent, requireContractFields, type Intent } from "./intents.js";
-import type { Evaluation, EvaluationInput, PolicyEvaluation } from "./policy-evaluation.js";
+import type { Evaluation, EvaluationInput, PolicyEvaluation, RuleExplanation } from "./policy-evaluation.js";
 
 /** How many recorded Intents a replay evaluates unless told, and at most. */
 export const REPLAY_DEFAULT_LIMIT = 1000;
@@ -34,9 +34,10 @@ export interface DryRunRequest {
   now: Date | null;
 }
 
-/** A dry run's answer: the evaluation and the `now` it used. */
+/** A dry run's answer: the evaluation, the `now` it used and what each rule of the covering policies did. */
 export interface DryRun extends Evaluation {
   now: string;
+  rules: RuleExplanation[];
 }
 
 /** A replay as asked for. */
@@ -125,6 +126,7 @@ export class PolicyTrials {
     };
     const bundle = await this.evaluation.trialBundle(caller.organizationId, request.policyVersions, request.graphVersion);
     const result = await this.evaluation.decideTrial(bundle, input);
+    const rules = await this.evaluation.explainTrial(bundle, input);
     return {
       outcome: result.outcome,
       reason: result.reason,
@@ -134,6 +136,7 @@ export class PolicyTrials {
       bundleDigest: bundle.digest,
       input,
       now,
+      rules,
     };
   }
 

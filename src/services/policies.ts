@@ -1,6 +1,6 @@
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { type JsonObject, fromJson } from "@bufbuild/protobuf";
-import { ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { ListValueSchema, timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { validationFailed } from "../base/errors.js";
 import type { Policies, PolicyChangeRow, PolicySourceInput, PolicyVersionRow } from "../domain/policies.js";
 import type { PolicyTrials } from "../domain/policy-trials.js";
@@ -106,7 +106,18 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
       graphVersion: result.graphVersion,
       bundleDigest: result.bundleDigest,
       now: ts(new Date(result.now)),
-      rules: [],
+      rules: result.rules.map((r) => ({
+        policyKey: r.policy_key,
+        policyVersion: r.policy_version,
+        ruleId: r.rule_id,
+        fired: r.fired,
+        outcome: r.outcome ? outcomes.toProto(r.outcome) : 0,
+        reason: r.reason ?? "",
+        failedCondition: r.failed_condition
+          ? { field: r.failed_condition.field, operator: r.failed_condition.operator, expected: fromJson(ValueSchema, r.failed_condition.expected as never), actual: fromJson(ValueSchema, r.failed_condition.actual as never) }
+          : undefined,
+        line: r.line,
+      })),
     };
   }
 
@@ -133,7 +144,8 @@ export class PolicyServiceImpl implements ServiceImpl<typeof PolicyService> {
     return changeMessage(await this.policies.disable(orgCaller(ctx), req.policyKey, req.note));
   }
 
-  getBundle(): never {
-    throw new ConnectError("not implemented yet", Code.Unimplemented);
+  // google.api.HttpBody: /v1 answers the bytes themselves with this content type (transcoder.ts).
+  async getBundle(req: { digest: string }, ctx: HandlerContext) {
+    return { contentType: "application/gzip", data: new Uint8Array(await this.policies.bundle(orgCaller(ctx), req.digest)) };
   }
 }
