@@ -9,6 +9,8 @@ export const PERMISSIONS = [
   "CAPABILITY_VERIFY",
   "DECISION_READ",
   "EVIDENCE_READ",
+  // Early access: the event stream (docs/events.md). Proto enum numbers follow this order.
+  "EVENTS_READ",
 ] as const;
 
 /** One permission. */
