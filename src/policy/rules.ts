@@ -1,3 +1,11 @@
+// Rules documents: validation and compilation to Rego (the generated Rego is src/policy/rules-rego.ts).
+// For the dry run, each compiled package also defines
+//   data.mandate.policies.<key>.explain = [{policy_key, rule_id, fired, outcome, reason,
+//     failed_condition: {field, operator, expected, actual} | null, line}, ...]
+// in document order (a "fields" entry first when types are declared; line 0 when the document
+// was not given as text), which the decision never evaluates (bundle entrypoint
+// mandate/bundle/explain, src/policy/build.ts). Hand-written Rego is type-checked against the
+// input schema in src/policy/input-schema.ts (INPUT_SCHEMA, for `opa check --schema`).
 import { PolicySourceError, type SourceProblem } from "./errors.js";
 import {
   checkDeclaration,
