@@ -3,14 +3,14 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exportEvidence, expectResult, newAgent, newOrgFixture, paymentDoc, publishPaymentsPolicy, signBody, submitIntent, type OrgFixture } from "../support/agents.js";
-import { sharedDatabaseUrl, startService, type TestService } from "../support/service.js";
+import { startService, type TestService } from "../support/service.js";
 
 /*
  * `mandate policy reproduce`: a recorded decision evaluated again offline, with opa-wasm alone,
- * from its bundle and the input its evidence records (the Intent, now, agent, principal).
+ * from its bundle (downloaded with GET /v1/bundles/{digest}) and the input its evidence records
+ * (the Intent, now, agent, principal).
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -53,17 +53,11 @@ beforeAll(async () => {
   expect(Object.keys(decisions).sort()).toEqual(["ALLOW", "DENY", "HUMAN_REVIEW"]);
   exported = await exportEvidence(svc, org.apiKey);
   for (const d of Object.values(decisions)) d.bundle_digest = exported.records.find((r) => r.subject_id === d.decision_id).payload.bundle_digest;
-  // The bundle the decisions were evaluated with, as stored; saved where reproduce looks by default.
+  // The bundle the decisions were evaluated with, downloaded, saved where reproduce looks by default.
   const digest = decisions.ALLOW!.bundle_digest;
-  const db = new pg.Client({ connectionString: sharedDatabaseUrl() });
-  await db.connect();
-  try {
-    const { rows } = await db.query<{ bundle: Buffer }>("SELECT bundle FROM policy_bundles WHERE digest = $1", [digest]);
-    expect(rows).toHaveLength(1);
-    await writeFile(path.join(tmp, `${digest}.tar.gz`), rows[0]!.bundle);
-  } finally {
-    await db.end();
-  }
+  const res = await fetch(`${svc.baseUrl}/v1/bundles/${digest}`, { headers: { authorization: `Bearer ${org.apiKey}` } });
+  expect(res.status).toBe(200);
+  await writeFile(path.join(tmp, `${digest}.tar.gz`), Buffer.from(await res.arrayBuffer()));
 }, 120_000);
 
 afterAll(async () => {
