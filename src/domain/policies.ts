@@ -15,7 +15,7 @@ import type {
 } from "../storage/policies.js";
 import type { OrgCaller } from "../base/caller.js";
 import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
-import { buildOrgBundle } from "./bundles.js";
+import { buildOrgBundle, checkVersionCompiles, downloadableBundle } from "./bundles.js";
 import { newId } from "./ids.js";
 
 /** The stored shapes this module hands to services. */
@@ -94,6 +94,7 @@ export class Policies {
     }
     if (description.length > 2000) throw validationFailed([{ field: "description", code: "too_long", message: "at most 2000 characters" }]);
     const rego = compileSource(policyKey, source);
+    await this.checkCompiles(caller, policyKey, rego, source);
     try {
       return await this.store.createPolicy(description, { organization_id: caller.organizationId, policy_key: policyKey, state: "draft", source, rego, author: caller.identity });
     } catch (err) {
@@ -105,9 +106,17 @@ export class Policies {
   /** Adds a draft version to an existing policy. */
   async addVersion(caller: OrgCaller, policyKey: string, source: PolicySourceInput): Promise<PolicyVersionRow> {
     const rego = compileSource(policyKey, source);
+    await this.checkCompiles(caller, policyKey, rego, source);
     return this.store
       .addVersion({ organization_id: caller.organizationId, policy_key: policyKey, state: "draft", source, rego, author: caller.identity })
       .catch((err: unknown) => Promise.reject(notFoundAs("Policy", err)));
+  }
+
+  // Authoring-time compile: a version publish would refuse is never stored (422 policy_compile_failed).
+  private async checkCompiles(caller: OrgCaller, policyKey: string, rego: string, source: PolicySourceInput): Promise<void> {
+    const [versions, graph] = await Promise.all([this.store.versions(caller.organizationId), this.store.activeGraph(caller.organizationId)]);
+    const active = versions.filter((v) => v.state === "active");
+    await checkVersionCompiles(active, { policy_key: policyKey, version: 0, rego, source }, graph ? { version: graph.version, graph: graph.graph as AuthorityGraph } : null);
   }
 
   private step(
@@ -160,6 +169,11 @@ export class Policies {
       };
     };
     return this.store.publishVersion(caller.organizationId, policyKey, version, publish).catch((err: unknown) => Promise.reject(notFoundAs("Policy version", err)));
+  }
+
+  /** A bundle the organization has used, or the starter bundle, for download; 404 otherwise (domain/bundles.ts, downloadableBundle). */
+  bundle(caller: OrgCaller, digest: string): Promise<Buffer> {
+    return downloadableBundle(this.store, caller.organizationId, digest, this.starter?.digest);
   }
 
   /** Every version of one policy; 404 when the policy does not exist. */

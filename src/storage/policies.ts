@@ -168,6 +168,14 @@ export interface PolicyStore {
   /** The bundle stored under `digest`, or null when there is none. */
   bundle(digest: string): Promise<Buffer | null>;
 
+  /**
+   * The bundle stored under `digest` when the organization has used it: its head points at it,
+   * a publication, rollback or disable of the organization recorded it as its bundle_digest
+   * (evidence), or one of its decisions was evaluated with it. Null otherwise, whether or not
+   * another organization's bundle has that digest (never a leak).
+   */
+  organizationBundle(organizationId: string, digest: string): Promise<Buffer | null>;
+
   /** The organization's head, or null when it has none. */
   head(organizationId: string): Promise<PolicyHead | null>;
 

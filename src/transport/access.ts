@@ -67,6 +67,8 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "PolicyService.RollbackPolicy": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
   "PolicyService.DisablePolicy": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
   "PolicyService.ReplayPolicies": org(["POLICY_AUTHOR", "POLICY_APPROVER"]),
+  // Auditors reproduce recorded decisions from the bundle their evidence names: EVIDENCE_READ.
+  "PolicyService.GetBundle": org(["POLICY_AUTHOR", "POLICY_APPROVER", "EVIDENCE_READ"]),
   "AuthorityGraphService.UploadGovernanceDocument": org("POLICY_AUTHOR"),
   "AuthorityGraphService.ListGovernanceDocuments": org(),
   "AuthorityGraphService.CreateGraphVersion": org("POLICY_AUTHOR"),

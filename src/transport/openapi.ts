@@ -3,7 +3,7 @@ import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
 import { field_maturity, Maturity, service_maturity } from "../gen/mandate/v1/options_pb.js";
 import { accessOf, type Access } from "./access.js";
 import { enumToWire } from "./json-wire.js";
-import { httpRoutes, type HttpRoute } from "./transcoder.js";
+import { HTTP_BODY, httpRoutes, type HttpRoute } from "./transcoder.js";
 
 /*
  * The OpenAPI 3.1 document of /v1, derived from the same descriptors and
@@ -17,6 +17,9 @@ import { httpRoutes, type HttpRoute } from "./transcoder.js";
 type Schema = Record<string, unknown>;
 
 const ERROR_RESPONSE = { $ref: "#/components/responses/Error" };
+
+// The content type each method answering google.api.HttpBody sets (the proto cannot declare it).
+const HTTP_BODY_MEDIA_TYPES: Readonly<Record<string, string>> = { GetBundle: "application/gzip" };
 
 /** Well-known types with a JSON mapping of their own (see json-wire.ts messageToWire). */
 const WELL_KNOWN: Record<string, Schema> = {
@@ -201,7 +204,11 @@ function operation(route: HttpRoute, schemas: Schemas, operationId: string): Sch
   if (security) op.security = security;
   if (access && "permission" in access && access.permission) op["x-mandate-permission"] = access.permission;
   op.responses = {
-    "200": { description: "OK", content: { "application/json": { schema: schemas.ref(method.output) } } },
+    "200":
+      method.output.typeName === HTTP_BODY
+        ? // The transcoder answers google.api.HttpBody with its bytes under its own content type.
+          { description: "OK: the raw bytes", content: { [HTTP_BODY_MEDIA_TYPES[method.name] ?? "application/octet-stream"]: { schema: { type: "string", format: "binary" } } } }
+        : { description: "OK", content: { "application/json": { schema: schemas.ref(method.output) } } },
     "4XX": ERROR_RESPONSE,
     "5XX": ERROR_RESPONSE,
   };

@@ -114,6 +114,20 @@ function buildRequest(route: HttpRoute, match: RegExpExecArray, url: URL, body: 
   return message;
 }
 
+/** The type name of google.api.HttpBody: an RPC answering one is answered on /v1 with its bytes, not JSON. */
+export const HTTP_BODY = "google.api.HttpBody";
+
+// An HttpBody answer: its data as the body, under its content type.
+function sendHttpBody(res: NodeResponse, output: Message, requestId: string): void {
+  const { contentType, data } = output as unknown as { contentType: string; data: Uint8Array };
+  res.writeHead(200, {
+    "content-type": contentType || "application/octet-stream",
+    "content-length": data.byteLength,
+    "x-request-id": requestId,
+  });
+  res.end(data);
+}
+
 function send(res: NodeResponse, status: number, body: unknown, requestId: string, close = false): void {
   const text = JSON.stringify(body);
   const headers: Record<string, string | number> = {
@@ -167,7 +181,8 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
       const message = buildRequest(route, match, url, body);
       const call = { service: route.service, method: route.method, impl: impls.get(route.service.typeName)! };
       const output = await pipeline.invoke(call, message, caller, { protocolName: "v1", requestMethod: req.method ?? "GET", url: url.toString(), headers: () => headersOf(req.headers), requestId, jsonBody: route.body === "*" && body.length > 0 ? body : undefined });
-      send(res, 200, messageToWire(route.method.output, output), requestId);
+      if (route.method.output.typeName === HTTP_BODY) sendHttpBody(res, output as Message, requestId);
+      else send(res, 200, messageToWire(route.method.output, output), requestId);
     } catch (err) {
       if (err instanceof ClientClosedError) {
         // Nobody is left to answer (docs/architecture.md, Error model).

@@ -33,6 +33,24 @@ export const policySql = {
     return rows[0]?.bundle ?? null;
   },
 
+  // Head changes all write evidence naming their bundle; decisions cover the head an organization
+  // was created with, which no evidence names. Without an index on either, the last two read the
+  // organization's rows: this serves downloads, not the decision path.
+  async organizationBundle(q: Queryable, organizationId: string, digest: string): Promise<Buffer | null> {
+    const { rows } = await q.query<{ bundle: Buffer }>(
+      `SELECT b.bundle FROM policy_bundles b
+        WHERE b.digest = $2
+          AND (EXISTS (SELECT 1 FROM policy_heads h WHERE h.organization_id = $1 AND h.bundle_digest = $2)
+            OR EXISTS (SELECT 1 FROM evidence_records e
+                        WHERE e.organization_id = $1
+                          AND e.kind IN ('policy.published', 'graph.published', 'policy.rolled_back', 'policy.disabled')
+                          AND e.document::jsonb #>> '{payload,bundle_digest}' = $2)
+            OR EXISTS (SELECT 1 FROM decisions d WHERE d.organization_id = $1 AND d.bundle_digest = $2))`,
+      [organizationId, digest],
+    );
+    return rows[0]?.bundle ?? null;
+  },
+
   /** The organization's current head, or null. `lock` holds it for the transaction (publications serialize here). */
   async head(q: Queryable, organizationId: string, lock = false): Promise<PolicyHead | null> {
     const { rows } = await q.query<PolicyHead>(
@@ -299,6 +317,10 @@ export class PostgresPolicyStore implements PolicyStore {
 
   bundle(digest: string): Promise<Buffer | null> {
     return policySql.bundle(this.db.pool, digest);
+  }
+
+  organizationBundle(organizationId: string, digest: string): Promise<Buffer | null> {
+    return policySql.organizationBundle(this.db.pool, organizationId, digest);
   }
 
   head(organizationId: string): Promise<PolicyHead | null> {
