@@ -208,3 +208,31 @@ describe.each(TRANSPORTS)("graph versions over %s", (t) => {
     expect((await call(svc, t, M.listGraphVersions, {}, { bearer: other.apiKey })).body.versions).toEqual([]);
   });
 });
+
+describe("under concurrency (the database decides)", () => {
+  it("one of several uploads under one name is stored, the others are already_exists", async () => {
+    const org = await setup();
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        upload(i % 2 ? "grpc" : "v1", org.apiKey, { name: "race.csv", kind: "signing_schedule", format: "csv", content: `principal,role,reports_to\n,role${i},\n` }),
+      ),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409, 409, 409, 409, 409]);
+    expect(results.filter((r) => r.status === 409).every((r) => r.detail === "already_exists")).toBe(true);
+    expect(await listDocuments("v1", org.apiKey)).toHaveLength(1);
+  });
+
+  it("one of two approvals racing for a draft wins; the other finds it approved", async () => {
+    const org = await setup();
+    const second = await newApiKey(svc, org.apiKey, ["POLICY_APPROVER"], "second approver");
+    expectResult(await call(svc, "v1", M.createGraphVersion, { graph: {} }, { bearer: org.apiKey }), 200);
+    const results = await Promise.all([org.approver, second.apiKey].map((bearer) => call(svc, "v1", M.approveGraphVersion, { version: 1 }, { bearer })));
+    expect(results.map((r) => [r.status, r.detail ?? null]).sort()).toEqual([
+      [200, null],
+      [409, "invalid_transition"],
+    ]);
+    const winner = results.findIndex((r) => r.status === 200);
+    const version = await call(svc, "v1", M.getGraphVersion, { version: 1 }, { bearer: org.apiKey });
+    expect(version.body).toMatchObject({ state: "approved", approver: [org.approverKeyId, second.keyId][winner] });
+  });
+});
