@@ -1,10 +1,9 @@
 package deploys_test
 
-import data.fixtures_test.at
-import data.fixtures_test.input_for
+import data.fixtures_test
 import data.mandate.main
 
-deploy(context) := input_for("grace", "deploy.production", {"resource": "service/payments-api", "context": context})
+deploy(context) := fixtures_test.input_for("grace", "deploy.production", {"resource": "service/payments-api", "context": context})
 
 test_deploy_with_ticket_and_green_tests if {
 	d := main.decision with input as deploy({"tests_passed": true, "change_ticket": "CHG-1042"})
@@ -25,7 +24,7 @@ test_red_tests_denied if {
 }
 
 test_change_freeze_denied if {
-	d := main.decision with input as at(deploy({"tests_passed": true, "change_ticket": "CHG-1042"}), "2026-12-24T12:00:00.000Z")
+	d := main.decision with input as fixtures_test.at(deploy({"tests_passed": true, "change_ticket": "CHG-1042"}), "2026-12-24T12:00:00.000Z")
 	d.outcome == "DENY"
 	d.reason == "change_freeze"
 }

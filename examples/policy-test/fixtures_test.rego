@@ -13,4 +13,4 @@ input_for(who, action, fields) := {
 	"now": now,
 }
 
-at(input_doc, time) := object.union(input_doc, {"now": time})
+at(input_doc, now_at) := object.union(input_doc, {"now": now_at})

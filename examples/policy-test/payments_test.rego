@@ -1,9 +1,9 @@
 package payments_test
 
-import data.fixtures_test.input_for
+import data.fixtures_test
 import data.mandate.main
 
-payment(who, amount, counterparty, context) := input_for(who, "vendor_payment", {"amount": amount, "currency": "USD", "counterparty": counterparty, "context": context})
+payment(who, amount, counterparty, context) := fixtures_test.input_for(who, "vendor_payment", {"amount": amount, "currency": "USD", "counterparty": counterparty, "context": context})
 
 established := {"vendor_age_days": 400, "bank_details_changed": false}
 

@@ -1,9 +1,9 @@
 package procurement_test
 
-import data.fixtures_test.input_for
+import data.fixtures_test
 import data.mandate.main
 
-order(who, amount, context) := input_for(who, "purchase_order.submit", {"amount": amount, "currency": "USD", "counterparty": "contoso", "context": context})
+order(who, amount, context) := fixtures_test.input_for(who, "purchase_order.submit", {"amount": amount, "currency": "USD", "counterparty": "contoso", "context": context})
 
 test_catalogue_order_within_the_buyer_limit if {
 	d := main.decision with input as order("erin", 3000, {"category": "hardware", "bids_received": 1})

@@ -1,9 +1,9 @@
 package refunds_test
 
-import data.fixtures_test.input_for
+import data.fixtures_test
 import data.mandate.main
 
-refund(who, amount, currency, resource, context) := input_for(who, "refund.issue", {"amount": amount, "currency": currency, "resource": resource, "context": context})
+refund(who, amount, currency, resource, context) := fixtures_test.input_for(who, "refund.issue", {"amount": amount, "currency": currency, "resource": resource, "context": context})
 
 test_small_refund_by_an_agent if {
 	d := main.decision with input as refund("frank", 80, "USD", "card/4242", {"order_id": "o-1", "order_age_days": 10})

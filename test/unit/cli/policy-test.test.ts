@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { buildBundle } from "../../../src/policy/build.js";
+import { wasmCapabilities } from "../../../src/policy/opa.js";
 import { PolicyCompileError } from "../../../src/policy/errors.js";
 import { compileRules, STARTER_POLICY_KEY, STARTER_RULES } from "../../../src/policy/rules.js";
 
@@ -275,4 +276,18 @@ describe("mandate policy build", () => {
     expect(r.code).toBe(2);
     expect(r.err).toContain("policy build DIR -o BUNDLE.tar.gz");
   });
+});
+
+// README, Writing policies, lists the built-ins an author may call: the list must be the one
+// publishing enforces, or authors are told wrong.
+it("the README lists exactly the built-ins publishing allows", async () => {
+  const readme = await readFile("README.md", "utf8");
+  const section = readme.slice(readme.indexOf("## Writing policies"));
+  const listed = /The (\d+) allowed:\n([^\n]+)/.exec(section);
+  expect(listed).not.toBeNull();
+  const names = [...listed![2]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+  const caps = JSON.parse(await wasmCapabilities()) as { builtins: { name: string }[] };
+  const allowed = [...new Set(caps.builtins.map((b) => b.name).filter((n) => !n.startsWith("internal.")))].sort();
+  expect(names).toEqual(allowed);
+  expect(Number(listed![1])).toBe(allowed.length);
 });
