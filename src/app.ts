@@ -54,6 +54,14 @@ import { PostgresCapabilityStore } from "./storage/postgres/capabilities.js";
 import { PostgresOrganizationStore } from "./storage/postgres/organizations.js";
 import { PostgresPolicyStore } from "./storage/postgres/policies.js";
 import { PostgresPrincipalStore } from "./storage/postgres/principals.js";
+import { PostgresEventLogStore } from "./storage/postgres/events.js";
+import { PostgresEventNotifications } from "./storage/postgres/event-notifications.js";
+import { PostgresWebhookStore } from "./storage/postgres/webhooks.js";
+import { Webhooks } from "./domain/webhooks.js";
+import { WebhookDelivery } from "./domain/webhook-delivery.js";
+import { HttpWebhookSender } from "./domain/webhook-sender.js";
+import { WebhookService } from "./gen/mandate/v1alpha/events_pb.js";
+import { WebhookServiceImpl } from "./services/webhooks.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
@@ -137,6 +145,33 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const decisions = new Decisions(decisionStore, signatures, config.limits.requestedAtSkewSeconds);
     const trials = new PolicyTrials(evaluation, decisionStore, agentStore, principalStore, integrationStore);
     const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
+    // One LISTEN connection per process, shared by every reader of events (docs/events.md).
+    const notifications = new PostgresEventNotifications(databaseUrl, {
+      connectTimeoutMs: config.databaseTimeoutMs,
+      onError: (err) => logger.warn({ err }, "event notifications: the listening connection failed; readers poll until it is back"),
+    });
+    const eventLog = new PostgresEventLogStore(db);
+    // Webhooks are delivered by every replica; leases keep them from sending twice (docs/webhooks.md).
+    const webhookStore = new PostgresWebhookStore(db, chain);
+    const hooks = config.webhooks;
+    const delivery = new WebhookDelivery(
+      webhookStore,
+      eventLog,
+      notifications,
+      new HttpWebhookSender({ timeoutMs: hooks.timeoutMs, refuseInternal: hooks.refuseInternal, maxSockets: hooks.maxInFlightPerWebhook }),
+      {
+        retentionDays: hooks.retentionDays,
+        retryScale: hooks.retryScale,
+        maxInFlightPerWebhook: hooks.maxInFlightPerWebhook,
+        maxInFlight: 64,
+        // Past the attempt's own timeout: a lease lapses only when its holder died.
+        leaseMs: hooks.timeoutMs + 15_000,
+        sweepMs: hooks.sweepMs,
+        pageSize: 500,
+      },
+      (err, what) => logger.warn({ err }, `${what} failed; the next sweep tries again`),
+    );
+    const webhooks = new Webhooks(webhookStore, { maxPerOrganization: hooks.maxPerOrganization, refuseInternal: hooks.refuseInternal }, (org) => delivery.touch(org));
     const services: RegisteredService[] = [
       { service: SandboxService, impl: new SandboxServiceImpl(organizations) as never },
       { service: OrganizationService, impl: new OrganizationServiceImpl(organizations) as never },
@@ -155,6 +190,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
       { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(graphs) as never },
+      { service: WebhookService, impl: new WebhookServiceImpl(webhooks) as never },
     ];
     const log = evidence;
     const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
@@ -180,12 +216,16 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         "/metrics": () => pipeline.metrics.text(),
       },
     });
+    delivery.start();
     logger.info({ port: server.port }, "listening");
     return {
       port: server.port,
       logger,
       async close() {
         await server.close();
+        // Attempts in flight are recorded before the pool closes (each bounded by its timeout).
+        await delivery.close();
+        await notifications.close();
         await engine.close();
         await mirror?.close();
         await db.close();

@@ -33,6 +33,26 @@ export interface Config {
   trustedProxies: string[];
   /** Connection deadlines and the per-address connection cap (slowloris). */
   connections: ConnectionLimits;
+  /** Webhook subscriptions and delivery (docs/webhooks.md). */
+  webhooks: WebhookConfig;
+}
+
+/** How webhooks are bounded and delivered (docs/webhooks.md). */
+export interface WebhookConfig {
+  /** Webhooks per organization (MANDATE_WEBHOOKS_PER_ORGANIZATION, default 20). */
+  maxPerOrganization: number;
+  /** Refuse loopback, private and other internal targets: in production (NODE_ENV=production) unless MANDATE_WEBHOOKS_ALLOW_PRIVATE=1. */
+  refuseInternal: boolean;
+  /** One attempt, from sending to the end of the answer (MANDATE_WEBHOOK_TIMEOUT_MS, default 10,000). */
+  timeoutMs: number;
+  /** Scales the Standard Webhooks retry schedule (MANDATE_WEBHOOK_RETRY_SCALE, default 1; tests use a small fraction). */
+  retryScale: number;
+  /** Deliveries of one webhook in flight at once, across replicas (MANDATE_WEBHOOK_MAX_IN_FLIGHT, default 4). */
+  maxInFlightPerWebhook: number;
+  /** The safety-net sweep's period (MANDATE_WEBHOOK_SWEEP_MS, default 5,000). */
+  sweepMs: number;
+  /** Events and deliveries older than this many days are neither enqueued nor kept (MANDATE_EVENT_RETENTION_DAYS, default 7). */
+  retentionDays: number;
 }
 
 function intFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -76,6 +96,27 @@ function connectionLimitsFromEnv(env: NodeJS.ProcessEnv): ConnectionLimits {
   return limits;
 }
 
+/** A positive finite number (a scale factor); throws naming the variable otherwise. */
+function positiveNumberFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function webhookConfigFromEnv(env: NodeJS.ProcessEnv): WebhookConfig {
+  return {
+    maxPerOrganization: positiveIntFromEnv(env, "MANDATE_WEBHOOKS_PER_ORGANIZATION", 20),
+    refuseInternal: env.NODE_ENV === "production" && env.MANDATE_WEBHOOKS_ALLOW_PRIVATE !== "1",
+    timeoutMs: positiveIntFromEnv(env, "MANDATE_WEBHOOK_TIMEOUT_MS", 10_000),
+    retryScale: positiveNumberFromEnv(env, "MANDATE_WEBHOOK_RETRY_SCALE", 1),
+    maxInFlightPerWebhook: positiveIntFromEnv(env, "MANDATE_WEBHOOK_MAX_IN_FLIGHT", 4),
+    sweepMs: positiveIntFromEnv(env, "MANDATE_WEBHOOK_SWEEP_MS", 5_000),
+    retentionDays: positiveIntFromEnv(env, "MANDATE_EVENT_RETENTION_DAYS", 7),
+  };
+}
+
 /** Reads the configuration; throws with the variable's name when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
@@ -91,6 +132,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     evaluationTimeoutMs: positiveIntFromEnv(env, "MANDATE_EVALUATION_TIMEOUT_MS", DEFAULT_EVALUATION_TIMEOUT_MS),
     connections: connectionLimitsFromEnv(env),
     trustedProxies: trustedProxiesFromEnv(env),
+    webhooks: webhookConfigFromEnv(env),
     limits: {
       intentBodyBytes: 64 * 1024,
       requestBodyBytes: 2 * 1024 * 1024,

@@ -93,6 +93,13 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "ExecutionReportService.SubmitExecutionReceipt": { mode: "agent" },
   "ExecutionReportService.SubmitAdapterReport": { mode: "agent" },
   "ReconciliationService.Reconcile": { mode: "operator" },
+  "WebhookService.CreateWebhook": org("ORG_ADMIN"),
+  "WebhookService.ListWebhooks": org("ORG_ADMIN"),
+  "WebhookService.GetWebhook": org("ORG_ADMIN"),
+  "WebhookService.DeleteWebhook": org("ORG_ADMIN"),
+  "WebhookService.RotateWebhookSecret": org("ORG_ADMIN"),
+  "WebhookService.ListWebhookDeliveries": org("ORG_ADMIN"),
+  "WebhookService.RedeliverWebhookDelivery": org("ORG_ADMIN"),
   "ServerReflection.ServerReflectionInfo": { mode: "public" },
 };
 

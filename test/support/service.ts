@@ -30,6 +30,14 @@ export type ServiceEnv = {
   MANDATE_IDLE_TIMEOUT_MS: string;
   MANDATE_MAX_CONNECTIONS_PER_ADDRESS: string;
   MANDATE_TRUSTED_PROXIES: string;
+  NODE_ENV: string;
+  MANDATE_WEBHOOKS_ALLOW_PRIVATE: string;
+  MANDATE_WEBHOOKS_PER_ORGANIZATION: string;
+  MANDATE_WEBHOOK_TIMEOUT_MS: string;
+  MANDATE_WEBHOOK_RETRY_SCALE: string;
+  MANDATE_WEBHOOK_MAX_IN_FLIGHT: string;
+  MANDATE_WEBHOOK_SWEEP_MS: string;
+  MANDATE_EVENT_RETENTION_DAYS: string;
 };
 
 /** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */

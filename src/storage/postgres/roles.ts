@@ -14,13 +14,15 @@ export const OWNER_ROLE = "mandate_owner";
 /** The embedded cluster's service role: LOGIN, owns nothing. */
 export const SERVICE_ROLE = "mandate_service";
 
-type Privilege = "SELECT" | "INSERT" | "UPDATE";
+type Privilege = "SELECT" | "INSERT" | "UPDATE" | "DELETE";
 
 /**
  * What the service role may do, table by table: the least its statements need (src/storage/
  * postgres/*.ts). History is SELECT, INSERT only. UPDATE where a row changes state, is upserted
  * (ON CONFLICT DO UPDATE) or is locked (SELECT … FOR UPDATE/SHARE needs it). No DELETE or
- * TRUNCATE anywhere; no sequences (every id is text). A migration that adds a table adds it here
+ * TRUNCATE on anything that is history; DELETE only on webhook_deliveries, a work queue whose rows
+ * the retention window trims (the events they carried stay in evidence_records); no sequences
+ * (every id is text). A migration that adds a table adds it here
  * (test/integration/postgres-roles.test.ts checks that every table has an entry).
  */
 export const SERVICE_GRANTS: Readonly<Record<string, readonly Privilege[]>> = {
@@ -52,6 +54,11 @@ export const SERVICE_GRANTS: Readonly<Record<string, readonly Privilege[]>> = {
   contract_versions: ["SELECT", "INSERT", "UPDATE"],
   adapters: ["SELECT", "INSERT", "UPDATE"],
   capabilities: ["SELECT", "INSERT", "UPDATE"],
+  // Deleting a webhook marks it (deleted_at); cursors move with the deliveries they enqueue.
+  webhooks: ["SELECT", "INSERT", "UPDATE"],
+  webhook_cursors: ["SELECT", "INSERT", "UPDATE"],
+  // A queue, not history: delivered and failed rows are trimmed after the event retention.
+  webhook_deliveries: ["SELECT", "INSERT", "UPDATE", "DELETE"],
   // schema_migrations: none (migrations only).
 };
 

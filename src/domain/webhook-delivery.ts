@@ -1,0 +1,279 @@
+import type { EventLogStore, EventNotifications } from "../storage/events.js";
+import type { AttemptOutcome, ClaimedCursor, CursorAdvance, LeasedDelivery, WebhookStore } from "../storage/webhooks.js";
+import { kindsOf, projectEvents, type EventType } from "./events.js";
+import { newId } from "./ids.js";
+import type { WebhookSender } from "./webhook-sender.js";
+
+/**
+ * The Standard Webhooks retry schedule: the delay before each attempt, the first immediate, then
+ * about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h. After the eighth attempt fails the delivery is
+ * failed.
+ */
+export const RETRY_SCHEDULE_MS: readonly number[] = [0, 5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+
+/** Each delay is spread by up to this fraction either way, so endpoints that failed together are not retried together. */
+const JITTER = 0.2;
+
+/**
+ * The delay before the next scheduled attempt after `failedAttempts` (1..) attempts failed, scaled
+ * by `scale` (MANDATE_WEBHOOK_RETRY_SCALE; 1 in production) and jittered; null when the schedule
+ * is exhausted.
+ */
+export function retryDelayMs(failedAttempts: number, scale: number, random: () => number = Math.random): number | null {
+  const base = RETRY_SCHEDULE_MS[failedAttempts];
+  if (base === undefined) return null;
+  return Math.round(base * scale * (1 - JITTER + 2 * JITTER * random()));
+}
+
+/** How deliveries run (docs/webhooks.md). */
+export interface DeliveryOptions {
+  /** Events older than this are never enqueued, and deliveries older than this are trimmed (MANDATE_EVENT_RETENTION_DAYS). */
+  retentionDays: number;
+  /** Scales the retry schedule (MANDATE_WEBHOOK_RETRY_SCALE): 1 in production, small in tests. */
+  retryScale: number;
+  /** Deliveries of one webhook in flight at a time, across every replica (MANDATE_WEBHOOK_MAX_IN_FLIGHT). */
+  maxInFlightPerWebhook: number;
+  /** Attempts in flight in this process, over every webhook. */
+  maxInFlight: number;
+  /** How long a leased delivery is held: past the attempt timeout, so only a process that died loses it. */
+  leaseMs: number;
+  /** The safety net: how often the log is read without a wake-up (a lost NOTIFY, retries due, another replica's webhook). */
+  sweepMs: number;
+  /** Evidence records read per enqueue step. */
+  pageSize: number;
+}
+
+const DAY_MS = 86_400_000;
+/** How often old deliveries are trimmed, and how many per statement. */
+const TRIM_EVERY_MS = 600_000;
+const TRIM_BATCH = 1_000;
+
+/**
+ * Delivers the organizations' events to their webhooks, in every replica at once without sending
+ * twice (docs/webhooks.md, Delivery):
+ * 1. **Enqueue.** Woken by the LISTEN fan-out for an organization that has webhooks (or by the
+ *    sweep), it claims that organization's webhook cursors (FOR UPDATE SKIP LOCKED: a replica
+ *    that finds them claimed leaves them to the one that has them), reads the evidence records
+ *    after the lowest cursor, projects them to events (domain/events.ts), and in the same
+ *    transaction inserts one delivery per subscribed event (unique per webhook and event) and
+ *    moves each cursor.
+ * 2. **Lease and send.** It leases due deliveries (each webhook's oldest first, at most
+ *    `maxInFlightPerWebhook` of one webhook in flight across replicas), POSTs each, and records
+ *    the attempt with its outcome: delivered (2xx), retry at the schedule's next time, or failed
+ *    after the last, which marks the webhook failing and appends `webhook.failing` evidence in
+ *    the same transaction, so a WebhookFailing event tells the organization.
+ * At least once: an attempt whose result could not be recorded (a crash, a lapsed lease) is made
+ * again with the same `webhook-id`, which receivers use to drop duplicates.
+ */
+export class WebhookDelivery {
+  /** Organizations with webhooks, as last read (the sweep refreshes it; a creation here adds at once). */
+  private watched = new Set<string>();
+  private readonly dirty = new Set<string>();
+  private sweepAll = true;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private timer: NodeJS.Timeout | undefined;
+  private trimTimer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly store: WebhookStore,
+    private readonly log: EventLogStore,
+    private readonly notifications: EventNotifications,
+    private readonly sender: WebhookSender,
+    private readonly options: DeliveryOptions,
+    private readonly onError: (err: unknown, what: string) => void = () => undefined,
+  ) {}
+
+  /** Starts listening and delivering. */
+  start(): void {
+    this.unsubscribe = this.notifications.subscribeAll((organizationId) => {
+      if (organizationId === null) this.sweepAll = true;
+      else if (this.watched.has(organizationId)) this.dirty.add(organizationId);
+      else return;
+      this.kick();
+    });
+    this.trimTimer = setInterval(() => void this.trim(), TRIM_EVERY_MS);
+    this.trimTimer.unref();
+    this.kick();
+  }
+
+  /** An organization gained a webhook or a redelivery here: act now rather than at the next sweep. */
+  touch(organizationId: string): void {
+    this.watched.add(organizationId);
+    this.dirty.add(organizationId);
+    this.kick();
+  }
+
+  /** Stops waking, then waits for the attempts in flight to be recorded (each is bounded by the attempt timeout). */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    clearInterval(this.trimTimer);
+    this.unsubscribe?.();
+    await this.running;
+    await Promise.all([...this.inFlight]);
+    this.sender.close();
+  }
+
+  private kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.running = this.run().finally(() => {
+      this.running = null;
+      if (this.again) this.kick();
+      else void this.arm();
+    });
+  }
+
+  private async run(): Promise<void> {
+    do {
+      this.again = false;
+      try {
+        if (this.sweepAll) {
+          this.sweepAll = false;
+          this.watched = new Set(await this.store.organizations());
+          for (const id of await this.store.behind()) this.dirty.add(id);
+        }
+        const orgs = [...this.dirty];
+        this.dirty.clear();
+        for (const organizationId of orgs) {
+          if (this.closed) return;
+          await this.enqueue(organizationId);
+        }
+        await this.leaseAndSend();
+      } catch (err) {
+        // The store is unreachable or a statement failed: the sweep tries again.
+        this.onError(err, "webhook delivery");
+      }
+    } while (this.again && !this.closed);
+  }
+
+  /** Arms the one timer: the next retry due, or the sweep, whichever comes first. */
+  private async arm(): Promise<void> {
+    if (this.closed || this.running) return;
+    let delay = this.options.sweepMs;
+    try {
+      const due = await this.store.nextDue();
+      // A delivery already due but not leased here is held by another replica, or waits for a slot
+      // of its webhook: its holder's completion wakes whoever takes it next.
+      if (due && due.getTime() > Date.now()) delay = Math.min(delay, due.getTime() - Date.now());
+    } catch (err) {
+      this.onError(err, "webhook delivery");
+    }
+    if (this.closed || this.running) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.sweepAll = true;
+      this.kick();
+    }, delay);
+    this.timer.unref();
+  }
+
+  /** Enqueues the organization's new events for its webhooks; goes on while pages are full. */
+  private async enqueue(organizationId: string): Promise<void> {
+    let full = true;
+    while (full && !this.closed) {
+      full = false;
+      await this.store.enqueue(organizationId, async (claimed) => {
+        const plan = await this.plan(organizationId, claimed);
+        full = plan.full;
+        return plan.advances;
+      });
+    }
+  }
+
+  private async plan(organizationId: string, claimed: ClaimedCursor[]): Promise<{ advances: CursorAdvance[]; full: boolean }> {
+    const from = Math.min(...claimed.map((c) => c.cursor_seq));
+    // The head first: every record up to it has committed, so the read below sees them all.
+    const head = await this.log.head(organizationId);
+    if (head <= from) return { advances: [], full: false };
+    const wantsAll = claimed.some((c) => c.events.length === 0);
+    const kinds = wantsAll ? undefined : kindsOf(new Set(claimed.flatMap((c) => c.events as EventType[])));
+    const since = new Date(Date.now() - this.options.retentionDays * DAY_MS);
+    const records = await this.log.after(organizationId, from, since, this.options.pageSize, kinds);
+    const full = records.length === this.options.pageSize;
+    // A short page read everything up to the head (records of other kinds, or past retention, are
+    // passed over); a full one only up to its last record.
+    const reached = full ? records[records.length - 1]!.seq : Math.max(head, records[records.length - 1]?.seq ?? 0);
+    const events = records.map((r) => ({ seq: r.seq, events: projectEvents(r) }));
+    const advances = claimed.map((c) => ({
+      webhook_id: c.webhook_id,
+      cursor_seq: Math.max(c.cursor_seq, reached),
+      deliveries: events
+        .filter((r) => r.seq > c.cursor_seq && r.seq <= reached)
+        .flatMap((r) => r.events)
+        .filter((e) => c.events.length === 0 || c.events.includes(e.event))
+        .map((e) => ({ delivery_id: newId("msg"), event_id: e.event_id, event: e.event, occurred_at: new Date(e.occurred_at), body: JSON.stringify(e) })),
+    }));
+    return { advances, full };
+  }
+
+  /** Leases what is due and sends it, until nothing more can be leased now. */
+  private async leaseAndSend(): Promise<void> {
+    while (!this.closed) {
+      const room = this.options.maxInFlight - this.inFlight.size;
+      if (room <= 0) return;
+      const leased = await this.store.lease(room, this.options.leaseMs, this.options.maxInFlightPerWebhook);
+      if (leased.length === 0) return;
+      for (const d of leased) {
+        const p: Promise<void> = this.attempt(d).finally(() => {
+          this.inFlight.delete(p);
+          // A slot of its webhook is free: the next delivery may go.
+          this.kick();
+        });
+        this.inFlight.add(p);
+      }
+    }
+  }
+
+  private async attempt(d: LeasedDelivery): Promise<void> {
+    const attemptedAt = new Date();
+    const result = await this.sender.send({ url: d.url, secret: d.secret, deliveryId: d.delivery_id, body: d.body });
+    let outcome: AttemptOutcome;
+    if (result.acknowledged) outcome = { kind: "delivered" };
+    else if (d.redelivery) outcome = { kind: "redelivery_failed" };
+    else {
+      const failed = d.scheduled_attempts + 1;
+      const delay = retryDelayMs(failed, this.options.retryScale);
+      outcome =
+        delay === null
+          ? {
+              kind: "failed",
+              evidence: {
+                organizationId: d.organization_id,
+                kind: "webhook.failing",
+                subjectId: d.webhook_id,
+                payload: { webhook_id: d.webhook_id, delivery_id: d.delivery_id, event_id: d.event_id, attempts: failed, last_status: result.status, last_error: result.error },
+              },
+            }
+          : { kind: "retry", at: new Date(Date.now() + delay) };
+    }
+    try {
+      await this.store.record(
+        d.delivery_id,
+        d.lease_id,
+        { attempted_at: attemptedAt.toISOString(), status: result.status, latency_ms: result.latencyMs, error: result.error },
+        outcome,
+      );
+    } catch (err) {
+      // Not recorded: the lease lapses and the attempt is made again (at least once).
+      this.onError(err, "recording a webhook attempt");
+    }
+  }
+
+  private async trim(): Promise<void> {
+    const before = new Date(Date.now() - this.options.retentionDays * DAY_MS);
+    try {
+      while (!this.closed && (await this.store.trim(before, TRIM_BATCH)) === TRIM_BATCH);
+    } catch (err) {
+      this.onError(err, "trimming webhook deliveries");
+    }
+  }
+}
