@@ -229,3 +229,37 @@ def test_operator_key_naming_its_organization(base_url: str, org: Org) -> None:
         with pytest.raises(AuthenticationError) as err:
             unnamed.create_principal("x", "person")
         assert err.value.detail == "missing_credentials"
+
+
+def test_governance_documents_and_graph_versions(org: Org) -> None:
+    """Documents are parsed at upload (a bad one is a ValidationError at its line), named and
+    deletable; a graph version is approved by a second key before it is published, and every
+    version stays readable."""
+    client = org.client
+    with pytest.raises(ValidationError) as refused:
+        client.upload_governance_document("matrix.csv", "approval_matrix", "csv", "action,currency,up_to_amount,approvals_required\nvendor_payment,USD,lots,0\n")
+    assert refused.value.status == 422
+    doc = client.upload_governance_document("schedule.csv", "signing_schedule", "csv", "principal,role,reports_to\n,clerk,controller\n,controller,\n")
+    assert (doc.name, doc.kind, doc.rows) == ("schedule.csv", "signing_schedule", 2)
+    with pytest.raises(ConflictError):
+        client.upload_governance_document("schedule.csv", "signing_schedule", "csv", "principal,role,reports_to\n,clerk,\n")
+    assert [d.document_id for d in client.list_governance_documents()] == [doc.document_id]
+
+    draft = client.generate_graph_version()
+    assert (draft.state, draft.warnings) == ("draft", ())
+    with pytest.raises(PermissionDeniedError):
+        client.approve_graph_version(draft.version)
+    approver = client.with_api_key(client.create_api_key("approver", ["POLICY_APPROVER"]).api_key)
+    assert approver.approve_graph_version(draft.version).state == "approved"
+    assert approver.publish_graph_version(draft.version).state == "active"
+
+    client.delete_governance_document(doc.document_id)
+    assert client.list_governance_documents() == []
+    [listed] = client.list_graph_versions()
+    assert (listed.version, listed.state, listed.graph) == (draft.version, "active", None)
+    assert WIRE_TIMESTAMP.match(listed.published_at or "")
+    read = client.get_graph_version(draft.version)
+    assert read.approver and read.approver != read.author
+    assert [r["role"] for r in (read.graph or {})["roles"]] == ["clerk", "controller"]
+    with pytest.raises(NotFoundError):
+        client.get_graph_version(draft.version + 1)
