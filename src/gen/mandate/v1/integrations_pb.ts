@@ -117,8 +117,9 @@ export type ContractVersion = Message<"mandate.v1.ContractVersion"> & {
 
   /**
    * Declared types of Intent fields, by field path ("amount", "context.po_number"):
-   * POST /v1/intents refuses (422 validation_failed naming the field) an Intent
-   * whose declared field is missing (when required) or of another type.
+   * POST /v1/intents refuses (422 invalid_policy_input naming the field) an Intent
+   * whose declared field is missing (when required) or of another type. A typed
+   * field is one the contract binds, or amount, currency, counterparty or resource.
    *
    * @generated from field: map<string, mandate.v1.FieldType> field_types = 9;
    */
