@@ -281,6 +281,39 @@ describe("lifecycle", () => {
   });
 });
 
+describe("governance", () => {
+  it("documents parsed at upload, named and deletable; a graph version approved by a second key, published and readable", async () => {
+    const { client } = await sandboxAgent();
+    const refused = await client
+      .uploadGovernanceDocument("matrix.csv", "approval_matrix", "csv", "action,currency,up_to_amount,approvals_required\nvendor_payment,USD,lots,0\n")
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ValidationError);
+    expect((refused as ValidationError).errors).toEqual([expect.objectContaining({ field: "content[line 2].up_to_amount", line: 2, column: 3 })]);
+    const doc = await client.uploadGovernanceDocument("schedule.csv", "signing_schedule", "csv", "principal,role,reports_to\n,clerk,controller\n,controller,\n");
+    expect(doc).toMatchObject({ name: "schedule.csv", kind: "signing_schedule", rows: 2 });
+    await expect(client.uploadGovernanceDocument("schedule.csv", "signing_schedule", "csv", "principal,role,reports_to\n,clerk,\n")).rejects.toBeInstanceOf(ConflictError);
+    expect((await client.listGovernanceDocuments()).map((d) => d.document_id)).toEqual([doc.document_id]);
+
+    const draft = await client.generateGraphVersion();
+    expect(draft).toEqual({ version: 1, state: "draft", warnings: [] });
+    await expect(client.approveGraphVersion(draft.version)).rejects.toBeInstanceOf(PermissionDeniedError);
+    const approver = client.withApiKey((await client.createApiKey("approver", ["POLICY_APPROVER"])).api_key);
+    expect((await approver.approveGraphVersion(draft.version)).state).toBe("approved");
+    expect((await approver.publishGraphVersion(draft.version)).state).toBe("active");
+
+    await client.deleteGovernanceDocument(doc.document_id);
+    expect(await client.listGovernanceDocuments()).toEqual([]);
+    const [listed, ...rest] = await client.listGraphVersions();
+    expect(rest).toEqual([]);
+    expect(listed).toMatchObject({ version: 1, state: "active", published_at: expect.any(String) });
+    expect(listed!.graph).toBeUndefined();
+    const read = await client.getGraphVersion(1);
+    expect(read.approver).not.toBe(read.author);
+    expect((read.graph!.roles as { role: string }[]).map((r) => r.role)).toEqual(["clerk", "controller"]);
+    await expect(client.getGraphVersion(2)).rejects.toBeInstanceOf(NotFoundError);
+  });
+});
+
 describe("the operator key", () => {
   it("acts for the organization it names, and for none without one", async () => {
     const { sandbox, client } = await sandboxAgent();
