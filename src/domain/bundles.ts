@@ -12,6 +12,11 @@ export interface BundleModule {
   source?: { rego?: string };
 }
 
+// What the builder needs of each module: a hand-written one is schema-checked and isolated.
+function bundlePolicies(modules: readonly BundleModule[]) {
+  return modules.map((m) => ({ policy_key: m.policy_key, version: m.version, rego: m.rego, handwritten: Boolean(m.source?.rego) }));
+}
+
 /** A bundle opa refused, as callers see it: 422 `policy_compile_failed` with opa's located errors. */
 export function compileFailed(err: PolicyCompileError, message = "The policy does not compile; the previously active version stays active."): MandateError {
   return new MandateError(
@@ -28,8 +33,7 @@ export async function buildOrgBundle(
 ): Promise<Omit<Publication, "evidence">> {
   let built;
   try {
-    const policies = modules.map((m) => ({ policy_key: m.policy_key, version: m.version, rego: m.rego, handwritten: Boolean(m.source?.rego) }));
-    built = await buildBundle({ policies, graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
+    built = await buildBundle({ policies: bundlePolicies(modules), graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
   } catch (err) {
     if (err instanceof PolicyCompileError) throw compileFailed(err);
     throw err;
@@ -58,7 +62,7 @@ export async function checkVersionCompiles(
 ): Promise<void> {
   const modules = [...active.filter((m) => m.policy_key !== draft.policy_key), draft];
   try {
-    await buildBundle({ policies: modules, graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
+    await buildBundle({ policies: bundlePolicies(modules), graph: graph?.graph ?? null, graph_version: graph?.version ?? null });
   } catch (err) {
     if (err instanceof PolicyCompileError) throw compileFailed(err, "The policy version does not compile as publishing would build it; nothing was created.");
     throw err;

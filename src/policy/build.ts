@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { PolicyCompileError, PolicySourceError, type CompileProblem } from "./errors.js";
 import type { AuthorityGraph } from "./graph-types.js";
 import { indexGraph } from "./graph-index.js";
-import { ENTRYPOINT, EXPLAIN_ENTRYPOINT, libraryModules, runOpa, wasmCapabilities } from "./opa.js";
+import { INPUT_SCHEMA } from "./input-schema.js";
+import { ENTRYPOINT, EXPLAIN_ENTRYPOINT, HANDWRITTEN_METADATA, libraryModules, runOpa, wasmCapabilities } from "./opa.js";
 import { assertRegoPackage, isPolicyKey, POLICY_KEY_PATTERN, regoPackage } from "./rules.js";
 
 /** One active runtime policy version, as Rego (rules documents are compiled by compileRules first). */
@@ -17,14 +18,9 @@ export interface BundlePolicy {
   handwritten?: boolean;
 }
 
-/**
- * The bundle manifest's metadata key listing the policies written by hand in Rego. Rego compiled
- * from a rules document costs a bounded amount per input (conditions over the document's own
- * values, authority lookups in the precomputed graph index); hand-written Rego may iterate without
- * bound on some inputs and not others, so the engine never evaluates such a bundle on the event
- * loop (docs/architecture.md, Policies). Absent when every policy is compiled from rules.
- */
-export const HANDWRITTEN_METADATA = "mandate_handwritten_policies";
+// Defined beside the entrypoints (opa.ts), which the engine reads too, so that the engine does
+// not import the builder (the builder imports the input schema, which imports the engine's types).
+export { HANDWRITTEN_METADATA } from "./opa.js";
 
 /** Everything an organization's bundle is built from. */
 export interface BundleRequest {
@@ -61,7 +57,8 @@ export async function buildBundle(request: BundleRequest): Promise<BuiltBundle> 
     request.graph === null
       ? {}
       : { mandate: { graph: request.graph, graph_index: indexGraph(request.graph, request.graph_version) } };
-  const bundle = await withWorkspace(request.policies, data, compile);
+  const schemaChecked = request.policies.some((p) => p.handwritten);
+  const bundle = await withWorkspace(request.policies, data, (root) => compile(root, schemaChecked));
   return { bundle, digest: createHash("sha256").update(bundle).digest("hex") };
 }
 
@@ -76,7 +73,7 @@ export async function checkRegoModule(policyKey: string, rego: string): Promise<
     throw new PolicySourceError([{ message: `policy key ${JSON.stringify(policyKey)} must match ${POLICY_KEY_PATTERN.source}, at most 63 characters` }]);
   }
   assertRegoPackage(policyKey, rego);
-  await withWorkspace([{ policy_key: policyKey, version: 0, rego }], {}, compile);
+  await withWorkspace([{ policy_key: policyKey, version: 0, rego, handwritten: true }], {}, (root) => compile(root, true));
 }
 
 // A temporary folder holding capabilities.json and bundle/ (library/, policies/, dispatch.rego,
@@ -88,6 +85,7 @@ async function withWorkspace<T>(policies: readonly BundlePolicy[], data: unknown
     await mkdir(join(root, "library"), { recursive: true });
     await mkdir(join(root, "policies"));
     await writeFile(join(dir, "capabilities.json"), await wasmCapabilities());
+    await writeFile(join(dir, "input-schema.json"), JSON.stringify(INPUT_SCHEMA));
     for (const { name, rego } of await libraryModules()) await writeFile(join(root, "library", name), rego);
     for (const p of policies) await writeFile(join(root, "policies", `${p.policy_key}.rego`), p.rego);
     const declared = await Promise.all(policies.map(async (p) => ({ policy_key: p.policy_key, actions: await declaredActions(root, p.policy_key) })));
@@ -111,7 +109,20 @@ interface OpaJsonError {
 // without columns, so on failure the located errors come from `opa check --format json`
 // over the same files; the build's text is the fallback for anything only the
 // WebAssembly compiler rejects.
-async function compile(root: string): Promise<Buffer> {
+//
+// With hand-written policies, `opa check --schema` first types every module's reads of `input`
+// against INPUT_SCHEMA (input-schema.ts): a field input never has (`input.intent.amout`) or a
+// comparison with a value of another type is refused with its location instead of a rule that
+// quietly never fires. Rules documents compile to Rego that reads input only as the schema
+// says, so a bundle of those alone skips that run.
+async function compile(root: string, schemaChecked: boolean): Promise<Buffer> {
+  if (schemaChecked) {
+    const checked = await runOpa(
+      ["check", "--bundle", "--format", "json", "--schema", "../input-schema.json", "--capabilities", "../capabilities.json", "."],
+      { cwd: root },
+    );
+    if (checked.code !== 0) throw new PolicyCompileError(checkProblems(checked.stderr));
+  }
   const built = await runOpa(
     [
       "build", "--bundle", "--target", "wasm", "--entrypoint", ENTRYPOINT, "--entrypoint", EXPLAIN_ENTRYPOINT,

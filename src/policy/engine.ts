@@ -3,8 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
 import { EvaluationError, EvaluationTimeoutError, PolicyRuntimeError, evaluationFailure } from "./errors.js";
 import { EvaluationLane, type IsolatedBundle } from "./isolation.js";
-import { HANDWRITTEN_METADATA } from "./build.js";
-import { ENTRYPOINT, EXPLAIN_ENTRYPOINT, LEGACY_ENTRYPOINT } from "./opa.js";
+import { ENTRYPOINT, EXPLAIN_ENTRYPOINT, HANDWRITTEN_METADATA, LEGACY_ENTRYPOINT } from "./opa.js";
 import { OUTCOMES, REASON_PATTERN, type Outcome } from "./rules.js";
 import { readTarGz } from "./tar.js";
 
@@ -84,7 +83,7 @@ interface Loaded extends IsolatedBundle {
   policy: LoadedPolicy;
   /** The explain entrypoint's number; null in bundles built before it existed. */
   explainEntrypoint: number | null;
-  /** It holds hand-written Rego: evaluated in a worker always (build.ts, HANDWRITTEN_METADATA). */
+  /** It holds hand-written Rego: evaluated in a worker always (opa.ts, HANDWRITTEN_METADATA). */
   handwritten: boolean;
   /** An evaluation of it finished in the worker, fast: from then on it is evaluated in-process. */
   proven: boolean;

@@ -17,6 +17,15 @@ export const ENTRYPOINT = "mandate/bundle/decision";
 /** The entrypoint of bundles built before the alias: read when a stored bundle lacks ENTRYPOINT. */
 export const LEGACY_ENTRYPOINT = "mandate/main/decision";
 
+/**
+ * The bundle manifest's metadata key listing the policies written by hand in Rego. Rego compiled
+ * from a rules document costs a bounded amount per input (conditions over the document's own
+ * values, authority lookups in the precomputed graph index); hand-written Rego may iterate without
+ * bound on some inputs and not others, so the engine never evaluates such a bundle on the event
+ * loop (docs/architecture.md, Policies). Absent when every policy is compiled from rules.
+ */
+export const HANDWRITTEN_METADATA = "mandate_handwritten_policies";
+
 /** The dry run's per-rule explanation of the policies covering the Intent's action (policies/bundle.rego). */
 export const EXPLAIN_ENTRYPOINT = "mandate/bundle/explain";
 

@@ -94,6 +94,7 @@ describe("policy bundles", () => {
       ["a type error", 'results contains x if {\n\tx := 1 + "a"\n}', '["custom"]', "rego_type_error", 6, 7, "plus"],
       ["rules conflicting at compile time", "limit := 1\n\nlimit contains 2", '["custom"]', "rego_type_error", 5, 1, "conflicting rules"],
       ["actions that are not a constant list", "results := set()", "{input.intent.action}", "mandate_actions_not_constant", 3, 1, "constant list of strings"],
+      ["a field the input schema does not have", 'results contains {"outcome": "DENY", "reason": "big", "rule": "r"} if input.intent.amout > 5', '["custom"]', "rego_type_error", 5, 71, "amout"],
     ];
 
     it.each(broken)("refuses %s when the policy is created: 422, located, and no draft exists", async (_name, body, actions, code, line, column, message) => {

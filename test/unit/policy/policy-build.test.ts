@@ -57,6 +57,31 @@ describe("a policy's actions", () => {
   });
 });
 
+describe("hand-written Rego against the input schema", () => {
+  // name -> results rule reading input wrongly, line and column of the refused read, part of the message
+  const misread: [string, string, number, number, string][] = [
+    ["a misspelt field", 'results contains {"outcome": "DENY", "reason": "big", "rule": "r"} if input.intent.amout > 5', 5, 71, "amout"],
+    ["a number compared with a string", 'results contains {"outcome": "DENY", "reason": "big", "rule": "r"} if input.intent.amount == "5"', 5, 71, "match error"],
+    ["an input member that does not exist", 'results contains {"outcome": "DENY", "reason": "big", "rule": "r"} if input.user.admin', 5, 71, "user"],
+  ];
+
+  it.each(misread)("refuses %s, located", async (_name, rule, line, column, message) => {
+    let error: unknown;
+    await buildBundle({ policies: [{ policy_key: "custom", version: 1, rego: handwritten('actions := ["pay"]', rule), handwritten: true }], graph: null, graph_version: null }).catch(
+      (err: unknown) => (error = err),
+    );
+    expect(error).toBeInstanceOf(PolicyCompileError);
+    const [problem] = (error as PolicyCompileError).errors;
+    expect(problem).toMatchObject({ file: "policies/custom.rego", policy_key: "custom", code: "rego_type_error", line, column });
+    expect(problem?.message).toContain(message);
+  });
+
+  it("accepts reads the schema describes", async () => {
+    const rule = 'results contains {"outcome": "DENY", "reason": "big", "rule": "r"} if {\n\tinput.intent.amount > 5\n\tinput.intent.context.vendor == "x"\n\tinput.principal.kind == "person"\n}';
+    await expect(buildBundle({ policies: [{ policy_key: "custom", version: 1, rego: handwritten('actions := ["pay"]', rule), handwritten: true }], graph: null, graph_version: null })).resolves.toBeDefined();
+  });
+});
+
 describe("the built-in allowlist", () => {
   it("is exactly what publish compiles with", async () => {
     const caps = JSON.parse(await wasmCapabilities()) as { builtins: { name: string }[] };
