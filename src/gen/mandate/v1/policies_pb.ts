@@ -1041,7 +1041,9 @@ export const PolicyService: GenService<{
   /**
    * Downloads the exact bundle (tar.gz) a decision was evaluated with, by the
    * bundle_digest its evidence records. The bundle's `decision` rule evaluates
-   * with standalone opa-wasm. POLICY_AUTHOR, POLICY_APPROVER or AUDITOR.
+   * with standalone opa-wasm (entrypoint mandate/bundle/decision). Only a bundle
+   * the caller's organization has used, or the starter bundle; any other digest
+   * is 404. POLICY_AUTHOR, POLICY_APPROVER or EVIDENCE_READ (the auditor's).
    *
    * @generated from rpc mandate.v1.PolicyService.GetBundle
    */
