@@ -117,6 +117,9 @@ export class PolicyTrials {
     await this.requireDeclared(caller.organizationId, intent);
     const principal = await this.principals.get(caller.organizationId, agent.acting_for_principal_id);
     if (!principal) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
+    if (request.now && !Number.isFinite(request.now.getTime())) {
+      throw validationFailed([{ field: "now", code: "out_of_range", message: "not a time a Date can hold" }]);
+    }
     const now = (request.now ?? new Date()).toISOString();
     const input: EvaluationInput = {
       intent: intent as unknown as EvaluationInput["intent"],

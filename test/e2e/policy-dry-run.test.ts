@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PolicyService } from "../../src/gen/mandate/v1/policies_pb.js";
 import {
@@ -100,6 +101,17 @@ describe("dry run", () => {
     expect(Date.parse(res.body.now)).toBeGreaterThanOrEqual(before);
     expect(Date.parse(res.body.now)).toBeLessThanOrEqual(Date.now());
     expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(0);
+  }, 60_000);
+
+  it("refuses a now no Date can hold (possible in binary gRPC) with 422, not 500", async () => {
+    const client = svc.grpc(PolicyService);
+    const err = await client
+      .evaluatePolicy(
+        { intent: intentDoc(agent.agentId, { action: "pay", amount: 1 }) as never, policyVersions: { pay: 1 }, now: { seconds: 10n ** 15n, nanos: 0 } },
+        { headers: { authorization: `Bearer ${org.apiKey}` } },
+      )
+      .then(() => null, (e: unknown) => ConnectError.from(e));
+    expect(err?.code).toBe(Code.InvalidArgument);
   }, 60_000);
 
   it("evaluates at the now it is given", async () => {
