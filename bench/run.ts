@@ -1,14 +1,15 @@
 // `npm run bench`: every benchmark in one run, one after the other, then a summary of the figures
 // beside their targets. Prints; asserts nothing. The machine is shared with whatever else runs on
 // it (the load average and a yardstick are printed with each bench): read the figures with that.
-//   BENCH_ONLY=policy,intents,capabilities,replay  picks a subset.
+//   BENCH_ONLY=policy,intents,capabilities,replay,webhooks  picks a subset.
 import { spawn } from "node:child_process";
 import { runCapabilitiesBench, type CapabilityPathSummary } from "./capabilities.js";
 import { runIntentsBench, type IntentsSummary } from "./intents.js";
 import { runReplayBench, type ReplaySummary } from "./replay.js";
+import { runWebhooksBench, type WebhooksSummary } from "./webhooks.js";
 import { fmt, machineLine, repoRoot, versus } from "./support.js";
 
-const only = new Set((process.env.BENCH_ONLY ?? "policy,intents,capabilities,replay").split(",").map((s) => s.trim()));
+const only = new Set((process.env.BENCH_ONLY ?? "policy,intents,capabilities,replay,webhooks").split(",").map((s) => s.trim()));
 const started = performance.now();
 console.log(`Mandate benchmarks: ${machineLine()}`);
 
@@ -46,10 +47,12 @@ let policy: PolicyFigures[] = [];
 let intents: IntentsSummary | undefined;
 let capabilities: CapabilityPathSummary[] = [];
 let replay: ReplaySummary | undefined;
+let webhooks: WebhooksSummary | undefined;
 if (only.has("policy")) policy = await runPolicyBench();
 if (only.has("intents")) intents = await runIntentsBench();
 if (only.has("capabilities")) capabilities = await runCapabilitiesBench();
 if (only.has("replay")) replay = await runReplayBench();
+if (only.has("webhooks")) webhooks = await runWebhooksBench();
 
 console.log(`\nSummary (${((performance.now() - started) / 1000).toFixed(0)} s in all; ${machineLine()})`);
 for (const f of policy) {
@@ -76,3 +79,8 @@ for (const c of capabilities) {
 if (redis) console.log(versus("consumes/s on the Redis path", redis.verifyMax.perSecond, 3_000, "/s"));
 if (redis && pg) console.log(`  Redis/Postgres-only consume throughput ratio ${(redis.verifyMax.perSecond / pg.verifyMax.perSecond).toFixed(2)}`);
 if (replay) console.log(versus(`replay of ${fmt(replay.recorded)} recorded Intents`, replay.firstMs, 2_000, "ms", false));
+if (webhooks) {
+  console.log(`  decisions/s without a webhook ${fmt(webhooks.withoutPerSecond)} (again ${fmt(webhooks.withoutAgainPerSecond)}), with one per organization ${fmt(webhooks.withPerSecond)}`);
+  console.log(versus("commit → first webhook attempt p50 (steady)", webhooks.steady.p50, 100, "ms", false));
+  console.log(`    (p99 ${fmt(webhooks.steady.p99, 1)} ms; under max load p50 ${fmt(webhooks.underLoad.p50, 1)} ms, p99 ${fmt(webhooks.underLoad.p99, 1)} ms)`);
+}

@@ -154,16 +154,19 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     // Webhooks are delivered by every replica; leases keep them from sending twice (docs/webhooks.md).
     const webhookStore = new PostgresWebhookStore(db, chain);
     const hooks = config.webhooks;
+    // Attempts in flight in this process, over every webhook; the sender keeps as many sockets per
+    // receiver host, so an attempt never waits for a socket inside its own timeout.
+    const attemptsInFlight = 64;
     const delivery = new WebhookDelivery(
       webhookStore,
       eventLog,
       notifications,
-      new HttpWebhookSender({ timeoutMs: hooks.timeoutMs, refuseInternal: hooks.refuseInternal, maxSockets: hooks.maxInFlightPerWebhook }),
+      new HttpWebhookSender({ timeoutMs: hooks.timeoutMs, refuseInternal: hooks.refuseInternal, maxSockets: attemptsInFlight }),
       {
         retentionDays: hooks.retentionDays,
         retryScale: hooks.retryScale,
         maxInFlightPerWebhook: hooks.maxInFlightPerWebhook,
-        maxInFlight: 64,
+        maxInFlight: attemptsInFlight,
         // Past the attempt's own timeout: a lease lapses only when its holder died.
         leaseMs: hooks.timeoutMs + 15_000,
         sweepMs: hooks.sweepMs,

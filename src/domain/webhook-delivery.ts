@@ -37,7 +37,7 @@ export interface DeliveryOptions {
   maxInFlight: number;
   /** How long a leased delivery is held: past the attempt timeout, so only a process that died loses it. */
   leaseMs: number;
-  /** The safety net: how often the log is read without a wake-up (a lost NOTIFY, retries due, another replica's webhook). */
+  /** The safety net: how often every organization behind is enqueued and due deliveries leased without a wake-up (a lost NOTIFY, another replica's webhook or retries, a replica that died). */
   sweepMs: number;
   /** Evidence records read per enqueue step. */
   pageSize: number;
@@ -73,7 +73,9 @@ export class WebhookDelivery {
   private running: Promise<void> | null = null;
   private again = false;
   private closed = false;
-  private timer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryAt = 0;
   private trimTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly inFlight = new Set<Promise<void>>();
@@ -95,6 +97,12 @@ export class WebhookDelivery {
       else return;
       this.kick();
     });
+    // Its own interval, never pushed back by wake-ups: a busy organization must not starve the sweep.
+    this.sweepTimer = setInterval(() => {
+      this.sweepAll = true;
+      this.kick();
+    }, this.options.sweepMs);
+    this.sweepTimer.unref();
     this.trimTimer = setInterval(() => void this.trim(), TRIM_EVERY_MS);
     this.trimTimer.unref();
     this.kick();
@@ -110,7 +118,8 @@ export class WebhookDelivery {
   /** Stops waking, then waits for the attempts in flight to be recorded (each is bounded by the attempt timeout). */
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.timer);
+    clearInterval(this.sweepTimer);
+    clearTimeout(this.retryTimer);
     clearInterval(this.trimTimer);
     this.unsubscribe?.();
     await this.running;
@@ -124,11 +133,9 @@ export class WebhookDelivery {
       this.again = true;
       return;
     }
-    clearTimeout(this.timer);
     this.running = this.run().finally(() => {
       this.running = null;
       if (this.again) this.kick();
-      else void this.arm();
     });
   }
 
@@ -155,25 +162,18 @@ export class WebhookDelivery {
     } while (this.again && !this.closed);
   }
 
-  /** Arms the one timer: the next retry due, or the sweep, whichever comes first. */
-  private async arm(): Promise<void> {
-    if (this.closed || this.running) return;
-    let delay = this.options.sweepMs;
-    try {
-      const due = await this.store.nextDue();
-      // A delivery already due but not leased here is held by another replica, or waits for a slot
-      // of its webhook: its holder's completion wakes whoever takes it next.
-      if (due && due.getTime() > Date.now()) delay = Math.min(delay, due.getTime() - Date.now());
-    } catch (err) {
-      this.onError(err, "webhook delivery");
-    }
-    if (this.closed || this.running) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.sweepAll = true;
+  /** Wakes at `at` (a retry recorded here falls due then), unless an earlier wake is already set. */
+  private wakeAt(at: Date): void {
+    if (this.closed) return;
+    const when = at.getTime();
+    if (this.retryTimer !== undefined && this.retryAt <= when) return;
+    clearTimeout(this.retryTimer);
+    this.retryAt = when;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
       this.kick();
-    }, delay);
-    this.timer.unref();
+    }, Math.max(0, when - Date.now()));
+    this.retryTimer.unref();
   }
 
   /** Enqueues the organization's new events for its webhooks; goes on while pages are full. */
@@ -256,12 +256,14 @@ export class WebhookDelivery {
           : { kind: "retry", at: new Date(Date.now() + delay) };
     }
     try {
-      await this.store.record(
+      const recorded = await this.store.record(
         d.delivery_id,
         d.lease_id,
         { attempted_at: attemptedAt.toISOString(), status: result.status, latency_ms: result.latencyMs, error: result.error },
         outcome,
       );
+      // Retries recorded by another replica are its own timer's; one that died leaves them to the sweep.
+      if (recorded && outcome.kind === "retry") this.wakeAt(outcome.at);
     } catch (err) {
       // Not recorded: the lease lapses and the attempt is made again (at least once).
       this.onError(err, "recording a webhook attempt");

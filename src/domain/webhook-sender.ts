@@ -36,7 +36,7 @@ export interface HttpSenderOptions {
   timeoutMs: number;
   /** Refuse internal targets (production without MANDATE_WEBHOOKS_ALLOW_PRIVATE=1). */
   refuseInternal: boolean;
-  /** Sockets kept per receiver host; at least the number of deliveries in flight per webhook. */
+  /** Sockets per receiver host: as many as attempts in flight, so none waits for a socket inside its timeout. */
   maxSockets: number;
 }
 

@@ -145,8 +145,6 @@ export interface WebhookStore {
    * marks the webhook failing and, if it was active, appends `evidence` in the same step.
    */
   record(deliveryId: string, leaseId: string, attempt: AttemptRow, outcome: AttemptOutcome): Promise<boolean>;
-  /** When the next pending delivery falls due (null when none is pending). */
-  nextDue(): Promise<Date | null>;
 
   /** The webhook's deliveries, newest event first, after `afterEventId` when given. */
   deliveries(organizationId: string, webhookId: string, limit: number, afterEventId?: string): Promise<DeliveryRow[]>;

@@ -226,13 +226,6 @@ export class PostgresWebhookStore implements WebhookStore {
     });
   }
 
-  async nextDue(): Promise<Date | null> {
-    const { rows } = await this.db.pool.query<{ at: Date | null }>(
-      "SELECT min(greatest(next_attempt_at, coalesce(lease_until, next_attempt_at))) AS at FROM webhook_deliveries WHERE state = 'pending'",
-    );
-    return rows[0]?.at ?? null;
-  }
-
   async deliveries(organizationId: string, webhookId: string, limit: number, afterEventId?: string): Promise<DeliveryRow[]> {
     const { rows } = await this.db.pool.query<DeliveryRow>(
       `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
