@@ -51,9 +51,12 @@ interface Condition {
   ref: string;
   typeTests: string[];
   valueTests: string[];
+  /** The value tests' negation, given the type tests hold. */
+  negatedTests: string[];
 }
 
 const COMPARISONS: Record<string, string> = { lt: "<", lte: "<=", gt: ">", gte: ">=" };
+const NEGATED: Record<string, string> = { lt: ">=", lte: ">", gt: "<=", gte: "<" };
 
 /**
  * The module of a validated rules document in package `pkg`; `lineOf` gives the line of a
@@ -76,24 +79,22 @@ export function generateRego(policyKey: string, pkg: string, doc: RegoSource, li
   const key = JSON.stringify(policyKey);
 
   if (declared.size > 0) {
-    const checks = [...declared].map(([field, declaration], i) => ({ field, declaration, name: `declared_${i}`, ref: fieldRef(field) }));
-    for (const { declaration, name, ref } of checks) {
-      const tests = typeTests(declaration, ref);
-      const optional = declaration.required ? "" : ` else := "holds" if {\n\t${ref} == null\n}`;
-      blocks.push(`${name} := "holds" if {\n${indent(tests)}\n}${optional} else := "invalid"`);
+    const checks = [...declared].map(([field, declaration], i) => ({ field, declaration, ok: `declared_ok_${i}`, ref: fieldRef(field) }));
+    for (const { field, declaration, ok } of checks) {
+      const ref = intentRef(field);
+      blocks.push(`${ok} if {\n${indent(typeTests(declaration, ref))}\n}`);
+      // `not <ref> != null` would be undefined for a missing field (opa hoists the ref out of the
+      // negation), so absence is read from field_N, which is null then.
+      if (!declaration.required) blocks.push(`${ok} if {\n\t${fieldRef(field)} == null\n}`);
     }
-    for (const { field, declaration, name, ref } of checks) {
-      const detail = `{"field": ${JSON.stringify(field)}, "operator": "type", "expected": ${regoValue(declaration)}, "actual": ${ref}}`;
-      blocks.push(
-        `results contains {"outcome": "HUMAN_REVIEW", "reason": ${JSON.stringify(INVALID_INPUT_REASON)}, "rule": ${JSON.stringify(FIELDS_RULE_ID)}, "detail": ${detail}} if ${name} == "invalid"`,
-      );
+    const detail = (c: (typeof checks)[number]) =>
+      `{"field": ${JSON.stringify(c.field)}, "operator": "type", "expected": ${regoValue(c.declaration)}, "actual": ${c.ref}}`;
+    for (const c of checks) {
+      blocks.push(`results contains {"outcome": "HUMAN_REVIEW", "reason": ${JSON.stringify(INVALID_INPUT_REASON)}, "rule": ${JSON.stringify(FIELDS_RULE_ID)}, "detail": ${detail(c)}} if not ${c.ok}`);
     }
     const entry = (fired: boolean, failed: string) =>
       `{"policy_key": ${key}, "rule_id": ${JSON.stringify(FIELDS_RULE_ID)}, "fired": ${fired}, "outcome": ${fired ? '"HUMAN_REVIEW"' : "null"}, "reason": ${fired ? JSON.stringify(INVALID_INPUT_REASON) : "null"}, "failed_condition": ${failed}, "line": ${lineOf(["fields"])}}`;
-    const branches = checks.map(
-      ({ field, declaration, name, ref }) =>
-        `${entry(true, `{"field": ${JSON.stringify(field)}, "operator": "type", "expected": ${regoValue(declaration)}, "actual": ${ref}}`)} if {\n\t${name} == "invalid"\n}`,
-    );
+    const branches = checks.map((c) => `${entry(true, detail(c))} if {\n\tnot ${c.ok}\n}`);
     blocks.push(`explain_fields := ${branches.join(" else := ")} else := ${entry(false, "null")}`);
     explain.push("explain_fields");
   }
@@ -101,20 +102,25 @@ export function generateRego(policyKey: string, pkg: string, doc: RegoSource, li
   doc.rules.forEach((rule, r) => {
     const id = JSON.stringify(rule.id);
     const line = lineOf(["rules", r]);
+    // Each condition twice: on input refs for `results` (the decision's hot path: the same tests
+    // as a plain condition, plus one type test per condition to rule out invalid input), and on
+    // the field_N values for the three-valued statuses that only explain and an invalid result's
+    // detail read.
+    const hot: Condition[] = [];
     const conditions: Condition[] = [];
     for (const [field, condition] of Object.entries(rule.when ?? {})) {
       const kind = staticKind(field, declared);
       for (const [operator, expected] of Object.entries(condition)) {
+        // exists reads presence, which only field_N (null when missing) can test.
+        hot.push(compileCondition(field, operator === "exists" ? fieldRef(field) : intentRef(field), kind, operator, expected));
         conditions.push(compileCondition(field, fieldRef(field), kind, operator, expected));
       }
     }
     if (rule.authority) {
       // data.mandate.authority decides only an Intent with a non-negative amount and a currency:
       // without them this rule could not decide, which is a review, never an abstention.
-      const amount = fieldRef("amount");
-      const currency = fieldRef("currency");
-      conditions.push({ field: "amount", operator: "type", expected: { type: "number", minimum: 0 }, ref: amount, typeTests: [`is_number(${amount})`, `${amount} >= 0`], valueTests: [] });
-      conditions.push({ field: "currency", operator: "type", expected: { type: "string" }, ref: currency, typeTests: [`is_string(${currency})`], valueTests: [] });
+      hot.push(...authorityConditions(intentRef("amount"), intentRef("currency")));
+      conditions.push(...authorityConditions(fieldRef("amount"), fieldRef("currency")));
     }
     const fired = rule.authority
       ? `object.union(data.mandate.authority.result, {"rule": ${id}})`
@@ -130,14 +136,23 @@ export function generateRego(policyKey: string, pkg: string, doc: RegoSource, li
       explain.push(`explain_${r}`);
       return;
     }
+    blocks.push(`results contains ${fired} if {\n${indent(hot.flatMap((c) => [...c.typeTests, ...c.valueTests]))}\n}`);
+    const typed = hot.filter((c) => c.typeTests.length > 0);
+    if (typed.length > 0) {
+      // Invalid: some field is missing or mistyped (not ok) and no condition fails outright.
+      blocks.push(`ok_${r} if {\n${indent(typed.flatMap((c) => c.typeTests))}\n}`);
+      // A type check alone (an authority rule's amount and currency) never fails, it is only invalid.
+      const decidable = hot.filter((c) => c.negatedTests.length > 0);
+      for (const c of decidable) blocks.push(`fails_${r} if {\n${indent([...c.typeTests, ...c.negatedTests])}\n}`);
+      const body = decidable.length > 0 ? [`not ok_${r}`, `not fails_${r}`] : [`not ok_${r}`];
+      blocks.push(
+        `results contains {"outcome": "HUMAN_REVIEW", "reason": ${JSON.stringify(INVALID_INPUT_REASON)}, "rule": ${id}, "detail": invalid_${r}} if {\n${indent(body)}\n}`,
+      );
+    }
     const names = conditions.map((_, c) => `condition_${r}_${c}`);
     conditions.forEach((condition, c) => blocks.push(`${names[c]} := ${conditionStatus(condition)}`));
     const anyFails = names.length === 1 ? `${names[0]} == "fails"` : `"fails" in {${names.join(", ")}}`;
     blocks.push(`rule_${r} := "fired" if {\n${indent(names.map((n) => `${n} == "holds"`))}\n} else := "not_fired" if {\n\t${anyFails}\n} else := "invalid"`);
-    blocks.push(`results contains ${fired} if rule_${r} == "fired"`);
-    blocks.push(
-      `results contains {"outcome": "HUMAN_REVIEW", "reason": ${JSON.stringify(INVALID_INPUT_REASON)}, "rule": ${id}, "detail": invalid_${r}} if rule_${r} == "invalid"`,
-    );
     blocks.push(`invalid_${r} := ${firstWith(conditions, names, "invalid")}`);
     blocks.push(`failed_${r} := ${firstWith(conditions, names, "fails")}`);
     blocks.push(
@@ -153,28 +168,38 @@ export function generateRego(policyKey: string, pkg: string, doc: RegoSource, li
   return blocks.join("\n\n") + "\n";
 }
 
+function authorityConditions(amount: string, currency: string): Condition[] {
+  return [
+    { field: "amount", operator: "type", expected: { type: "number", minimum: 0 }, ref: amount, typeTests: [`is_number(${amount})`, `${amount} >= 0`], valueTests: [], negatedTests: [] },
+    { field: "currency", operator: "type", expected: { type: "string" }, ref: currency, typeTests: [`is_string(${currency})`], valueTests: [], negatedTests: [] },
+  ];
+}
+
 function compileCondition(field: string, ref: string, kind: StaticKind, operator: string, expected: unknown): Condition {
   const base = { field, operator, expected, ref };
   const value = JSON.stringify(expected);
   switch (operator) {
-    case "exists":
-      return { ...base, typeTests: [], valueTests: [expected ? `${ref} != null` : `${ref} == null`] };
+    case "exists": {
+      const [holds, fails] = expected ? [`${ref} != null`, `${ref} == null`] : [`${ref} == null`, `${ref} != null`];
+      return { ...base, typeTests: [], valueTests: [holds], negatedTests: [fails] };
+    }
     case "eq":
-      return { ...base, typeTests: kindTests(kind, [expected], ref), valueTests: [`${ref} == ${value}`] };
+      return { ...base, typeTests: kindTests(kind, [expected], ref), valueTests: [`${ref} == ${value}`], negatedTests: [`${ref} != ${value}`] };
     case "neq":
-      return { ...base, typeTests: kindTests(kind, [expected], ref), valueTests: [`${ref} != ${value}`] };
+      return { ...base, typeTests: kindTests(kind, [expected], ref), valueTests: [`${ref} != ${value}`], negatedTests: [`${ref} == ${value}`] };
     case "in":
     case "not_in": {
       const members = expected as unknown[];
       const set = `{${[...new Set(members.map((v) => JSON.stringify(v)))].join(", ")}}`;
-      return { ...base, typeTests: kindTests(kind, members, ref), valueTests: [operator === "in" ? `${ref} in ${set}` : `not ${ref} in ${set}`] };
+      const [member, notMember] = [`${ref} in ${set}`, `not ${ref} in ${set}`];
+      return { ...base, typeTests: kindTests(kind, members, ref), valueTests: [operator === "in" ? member : notMember], negatedTests: [operator === "in" ? notMember : member] };
     }
     case "prefix":
-      return { ...base, typeTests: kindTests(kind, [""], ref), valueTests: [`startswith(${ref}, ${value})`] };
+      return { ...base, typeTests: kindTests(kind, [""], ref), valueTests: [`startswith(${ref}, ${value})`], negatedTests: [`not startswith(${ref}, ${value})`] };
     default:
       // lt, lte, gt, gte: Rego orders values of different types (any string sorts above any
       // number), so the comparison means something only once the field is known to be a number.
-      return { ...base, typeTests: kindTests(kind, [0], ref), valueTests: [`${ref} ${COMPARISONS[operator]} ${value}`] };
+      return { ...base, typeTests: kindTests(kind, [0], ref), valueTests: [`${ref} ${COMPARISONS[operator]} ${value}`], negatedTests: [`${ref} ${NEGATED[operator]} ${value}`] };
   }
 }
 

@@ -4,6 +4,22 @@ package mandate.policies.expenses
 
 actions := {"expense_claim"}
 
+results contains object.union(data.mandate.authority.result, {"rule": "authority"}) if {
+	is_number(input.intent.amount)
+	input.intent.amount >= 0
+	is_string(input.intent.currency)
+}
+
+ok_0 if {
+	is_number(input.intent.amount)
+	input.intent.amount >= 0
+	is_string(input.intent.currency)
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "authority", "detail": invalid_0} if {
+	not ok_0
+}
+
 condition_0_0 := "holds" if {
 	is_number(field_0)
 	field_0 >= 0
@@ -19,10 +35,6 @@ rule_0 := "fired" if {
 } else := "not_fired" if {
 	"fails" in {condition_0_0, condition_0_1}
 } else := "invalid"
-
-results contains object.union(data.mandate.authority.result, {"rule": "authority"}) if rule_0 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "authority", "detail": invalid_0} if rule_0 == "invalid"
 
 invalid_0 := {"field": "amount", "operator": "type", "expected": {"type": "number", "minimum": 0}, "actual": field_0} if {
 	condition_0_0 == "invalid"

@@ -4,6 +4,31 @@ package mandate.policies.procurement
 
 actions := {"purchase_order_submit"}
 
+results contains object.union(data.mandate.authority.result, {"rule": "authority"}) if {
+	is_string(input.intent.currency)
+	input.intent.currency == "USD"
+	is_number(input.intent.amount)
+	input.intent.amount >= 0
+	is_string(input.intent.currency)
+}
+
+ok_0 if {
+	is_string(input.intent.currency)
+	is_number(input.intent.amount)
+	input.intent.amount >= 0
+	is_string(input.intent.currency)
+}
+
+fails_0 if {
+	is_string(input.intent.currency)
+	input.intent.currency != "USD"
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "authority", "detail": invalid_0} if {
+	not ok_0
+	not fails_0
+}
+
 condition_0_0 := "invalid" if {
 	field_0 == null
 } else := "holds" if {
@@ -30,10 +55,6 @@ rule_0 := "fired" if {
 	"fails" in {condition_0_0, condition_0_1, condition_0_2}
 } else := "invalid"
 
-results contains object.union(data.mandate.authority.result, {"rule": "authority"}) if rule_0 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "authority", "detail": invalid_0} if rule_0 == "invalid"
-
 invalid_0 := {"field": "currency", "operator": "eq", "expected": "USD", "actual": field_0} if {
 	condition_0_0 == "invalid"
 } else := {"field": "amount", "operator": "type", "expected": {"type": "number", "minimum": 0}, "actual": field_1} if {
@@ -56,6 +77,25 @@ explain_0 := {"policy_key": "procurement", "rule_id": "authority", "fired": true
 	rule_0 == "invalid"
 } else := {"policy_key": "procurement", "rule_id": "authority", "fired": false, "outcome": null, "reason": null, "failed_condition": failed_0, "line": 0}
 
+results contains {"outcome": "HUMAN_REVIEW", "reason": "foreign_currency_order", "rule": "foreign_currency"} if {
+	is_string(input.intent.currency)
+	input.intent.currency in {"EUR", "GBP"}
+}
+
+ok_1 if {
+	is_string(input.intent.currency)
+}
+
+fails_1 if {
+	is_string(input.intent.currency)
+	not input.intent.currency in {"EUR", "GBP"}
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "foreign_currency", "detail": invalid_1} if {
+	not ok_1
+	not fails_1
+}
+
 condition_1_0 := "invalid" if {
 	field_0 == null
 } else := "holds" if {
@@ -70,10 +110,6 @@ rule_1 := "fired" if {
 } else := "not_fired" if {
 	condition_1_0 == "fails"
 } else := "invalid"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "foreign_currency_order", "rule": "foreign_currency"} if rule_1 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "foreign_currency", "detail": invalid_1} if rule_1 == "invalid"
 
 invalid_1 := {"field": "currency", "operator": "in", "expected": ["EUR", "GBP"], "actual": field_0} if {
 	condition_1_0 == "invalid"

@@ -4,6 +4,25 @@ package mandate.policies.reports
 
 actions := {"report_export"}
 
+results contains {"outcome": "ALLOW", "reason": "internal_report", "rule": "internal_only"} if {
+	is_string(input.intent.resource)
+	input.intent.resource == "report:internal"
+}
+
+ok_0 if {
+	is_string(input.intent.resource)
+}
+
+fails_0 if {
+	is_string(input.intent.resource)
+	input.intent.resource != "report:internal"
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "internal_only", "detail": invalid_0} if {
+	not ok_0
+	not fails_0
+}
+
 condition_0_0 := "invalid" if {
 	field_0 == null
 } else := "holds" if {
@@ -18,10 +37,6 @@ rule_0 := "fired" if {
 } else := "not_fired" if {
 	condition_0_0 == "fails"
 } else := "invalid"
-
-results contains {"outcome": "ALLOW", "reason": "internal_report", "rule": "internal_only"} if rule_0 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "internal_only", "detail": invalid_0} if rule_0 == "invalid"
 
 invalid_0 := {"field": "resource", "operator": "eq", "expected": "report:internal", "actual": field_0} if {
 	condition_0_0 == "invalid"

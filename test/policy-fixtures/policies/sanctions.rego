@@ -4,6 +4,30 @@ package mandate.policies.sanctions
 
 actions := {"purchase_order_submit", "vendor_payment"}
 
+results contains {"outcome": "DENY", "reason": "counterparty_blocked", "rule": "blocked_counterparty"} if {
+	field_0 != null
+	is_string(input.intent.counterparty)
+	input.intent.counterparty in {"acme_shell_co", "globex_sanctioned"}
+}
+
+ok_0 if {
+	is_string(input.intent.counterparty)
+}
+
+fails_0 if {
+	field_0 == null
+}
+
+fails_0 if {
+	is_string(input.intent.counterparty)
+	not input.intent.counterparty in {"acme_shell_co", "globex_sanctioned"}
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "blocked_counterparty", "detail": invalid_0} if {
+	not ok_0
+	not fails_0
+}
+
 condition_0_0 := "holds" if {
 	field_0 != null
 } else := "fails"
@@ -24,10 +48,6 @@ rule_0 := "fired" if {
 	"fails" in {condition_0_0, condition_0_1}
 } else := "invalid"
 
-results contains {"outcome": "DENY", "reason": "counterparty_blocked", "rule": "blocked_counterparty"} if rule_0 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "blocked_counterparty", "detail": invalid_0} if rule_0 == "invalid"
-
 invalid_0 := {"field": "counterparty", "operator": "exists", "expected": true, "actual": field_0} if {
 	condition_0_0 == "invalid"
 } else := {"field": "counterparty", "operator": "in", "expected": ["acme_shell_co", "globex_sanctioned"], "actual": field_0} if {
@@ -45,6 +65,38 @@ explain_0 := {"policy_key": "sanctions", "rule_id": "blocked_counterparty", "fir
 } else := {"policy_key": "sanctions", "rule_id": "blocked_counterparty", "fired": true, "outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "failed_condition": invalid_0, "line": 0} if {
 	rule_0 == "invalid"
 } else := {"policy_key": "sanctions", "rule_id": "blocked_counterparty", "fired": false, "outcome": null, "reason": null, "failed_condition": failed_0, "line": 0}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "new_vendor_review", "rule": "new_vendor"} if {
+	field_1 != null
+	is_string(input.intent.context.vendor_status)
+	input.intent.context.vendor_status == "new"
+	is_number(input.intent.amount)
+	input.intent.amount >= 500
+}
+
+ok_1 if {
+	is_string(input.intent.context.vendor_status)
+	is_number(input.intent.amount)
+}
+
+fails_1 if {
+	field_1 == null
+}
+
+fails_1 if {
+	is_string(input.intent.context.vendor_status)
+	input.intent.context.vendor_status != "new"
+}
+
+fails_1 if {
+	is_number(input.intent.amount)
+	input.intent.amount < 500
+}
+
+results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "new_vendor", "detail": invalid_1} if {
+	not ok_1
+	not fails_1
+}
 
 condition_1_0 := "holds" if {
 	field_1 != null
@@ -75,10 +127,6 @@ rule_1 := "fired" if {
 } else := "not_fired" if {
 	"fails" in {condition_1_0, condition_1_1, condition_1_2}
 } else := "invalid"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "new_vendor_review", "rule": "new_vendor"} if rule_1 == "fired"
-
-results contains {"outcome": "HUMAN_REVIEW", "reason": "invalid_policy_input", "rule": "new_vendor", "detail": invalid_1} if rule_1 == "invalid"
 
 invalid_1 := {"field": "context.vendor_status", "operator": "exists", "expected": true, "actual": field_1} if {
 	condition_1_0 == "invalid"

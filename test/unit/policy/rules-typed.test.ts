@@ -1,8 +1,11 @@
+import { loadPolicy, type LoadedPolicy } from "@open-policy-agent/opa-wasm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { buildBundle, type BuiltBundle } from "../../../src/policy/build.js";
 import { PolicyEngine, type Decision, type IntentInput } from "../../../src/policy/engine.js";
 import { PolicySourceError, type SourceProblem } from "../../../src/policy/errors.js";
+import { EXPLAIN_ENTRYPOINT } from "../../../src/policy/opa.js";
 import { compileRules, type FieldCondition, type RulesDocument } from "../../../src/policy/rules.js";
+import { readTarGz } from "../../../src/policy/tar.js";
 
 // Every bundle here goes through buildBundle (opa build -t wasm, the publish path) and is
 // evaluated by PolicyEngine (opa-wasm), as a published policy would be.
@@ -117,13 +120,26 @@ let built: BuiltBundle;
 // A generous limit: this test is about outcomes, and the machine running it may be busy.
 const engine = new PolicyEngine({ timeoutMs: 60_000 });
 
+let explainer: LoadedPolicy;
+
+const inputFor = (action: string, fields: Partial<IntentInput>) => ({
+  intent: { agent_id: "a", requested_at: "2026-01-01T00:00:00.000Z", nonce: "n", ...fields, action },
+  agent: { agent_id: "a", state: "active" },
+  principal: { principal_id: "p", external_ref: "E1", kind: "person" },
+  now: "2026-01-01T00:00:00.000Z",
+});
+
 function decide(action: string, fields: Partial<IntentInput> = {}): Decision {
-  return engine.evaluate(built.digest, {
-    intent: { agent_id: "a", requested_at: "2026-01-01T00:00:00.000Z", nonce: "n", ...fields, action },
-    agent: { agent_id: "a", state: "active" },
-    principal: { principal_id: "p", external_ref: "E1", kind: "person" },
-    now: "2026-01-01T00:00:00.000Z",
-  });
+  return engine.evaluate(built.digest, inputFor(action, fields));
+}
+
+// What the dry run's explanation says of the same input: the decision's hot path and explain are
+// generated separately, so they are checked against each other.
+function explained(action: string, fields: Partial<IntentInput>): Expect {
+  const [result] = explainer.evaluate(inputFor(action, fields), EXPLAIN_ENTRYPOINT) as { result: Record<string, { fired: boolean; reason: string | null }[]> }[];
+  const rules = result!.result[action]!;
+  if (rules.some((r) => r.fired && r.reason === "invalid_policy_input")) return "invalid";
+  return rules.some((r) => r.fired) ? "fires" : "not";
 }
 
 // The issue's reproduction, and what deny-overrides makes of an invalid rule next to others.
@@ -155,12 +171,17 @@ beforeAll(async () => {
   });
   built = await buildBundle({ policies, graph: null, graph_version: null });
   await engine.load(built.digest, built.bundle);
+  explainer = await loadPolicy(readTarGz(built.bundle).get("policy.wasm")!);
 });
 
 describe("a condition on a missing or mistyped field resolves its rule to HUMAN_REVIEW invalid_policy_input", () => {
   it.each(cases.map((c, i) => [c[0], i, c[3]] as const))("%s", (_name, i, expected) => {
     const decision = decide(`t${i}`, cases[i]![2]);
     expect([decision.outcome, decision.reason]).toEqual(VERDICT[expected]);
+  });
+
+  it.each(cases.map((c, i) => [c[0], i, c[3]] as const))("explain agrees: %s", (_name, i, expected) => {
+    expect(explained(`t${i}`, cases[i]![2])).toBe(expected);
   });
 
   it("covers every operator with a missing and a mistyped value", () => {
