@@ -62,6 +62,9 @@ import { WebhookDelivery } from "./domain/webhook-delivery.js";
 import { HttpWebhookSender } from "./domain/webhook-sender.js";
 import { WebhookService } from "./gen/mandate/v1alpha/events_pb.js";
 import { WebhookServiceImpl } from "./services/webhooks.js";
+import { DEFAULT_EVENT_STREAM_LIMITS, EventStreams } from "./domain/event-stream.js";
+import { EventService } from "./gen/mandate/v1alpha/events_pb.js";
+import { EventServiceImpl } from "./services/events.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
@@ -151,6 +154,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       onError: (err) => logger.warn({ err }, "event notifications: the listening connection failed; readers poll until it is back"),
     });
     const eventLog = new PostgresEventLogStore(db);
+    // The live stream reads the same log, within the same retention window (docs/events.md).
+    const eventStreams = new EventStreams(eventLog, notifications, { ...DEFAULT_EVENT_STREAM_LIMITS, retentionDays: config.webhooks.retentionDays });
     // Webhooks are delivered by every replica; leases keep them from sending twice (docs/webhooks.md).
     const webhookStore = new PostgresWebhookStore(db, chain);
     const hooks = config.webhooks;
@@ -194,6 +199,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(graphs) as never },
       { service: WebhookService, impl: new WebhookServiceImpl(webhooks) as never },
+      { service: EventService, impl: new EventServiceImpl(eventStreams) as never },
     ];
     const log = evidence;
     const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
@@ -225,6 +231,9 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       port: server.port,
       logger,
       async close() {
+        // Open event streams end first (503 over gRPC and Connect; an SSE response ends), so
+        // they do not hold the drain; clients resume elsewhere with their cursor.
+        eventStreams.close();
         await server.close();
         // Attempts in flight are recorded before the pool closes (each bounded by its timeout).
         await delivery.close();

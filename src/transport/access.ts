@@ -100,6 +100,7 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "WebhookService.RotateWebhookSecret": org("ORG_ADMIN"),
   "WebhookService.ListWebhookDeliveries": org("ORG_ADMIN"),
   "WebhookService.RedeliverWebhookDelivery": org("ORG_ADMIN"),
+  "EventService.WatchEvents": org("EVENTS_READ"),
   "ServerReflection.ServerReflectionInfo": { mode: "public" },
 };
 

@@ -31,6 +31,8 @@ interface Invocation {
   headers: () => Headers;
   /** The `/v1` JSON body when it is the whole message (see rawJsonBodyKey). */
   jsonBody?: Uint8Array;
+  /** Aborted when the client goes away (long-lived calls: a server stream served as Server-Sent Events). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -50,7 +52,7 @@ class InvocationContext implements HandlerContext {
   readonly protocolName: string;
   readonly requestMethod: string;
   readonly url: string;
-  readonly signal = NEVER_ABORTED;
+  readonly signal: AbortSignal;
   private readonly headers: () => Headers;
   private requestHeaders: Headers | undefined;
   private responseHeaders: Headers | undefined;
@@ -67,6 +69,7 @@ class InvocationContext implements HandlerContext {
     this.requestMethod = request.requestMethod;
     this.url = request.url;
     this.headers = request.headers;
+    this.signal = request.signal ?? NEVER_ABORTED;
   }
 
   get requestHeader(): Headers {
@@ -134,6 +137,27 @@ export class RequestPipeline {
   }
 
   /**
+   * Calls a server-streaming method's implementation outside connect (Server-Sent Events), as
+   * `invoke` does a unary one: the messages it yields, as they come. The stream ends when the
+   * implementation returns or `request.signal` aborts; its errors are thrown from the iteration.
+   */
+  invokeStream(
+    call: { service: DescService; method: DescMethod; impl: Record<string, (req: Message, ctx: HandlerContext) => unknown> },
+    message: Message,
+    caller: Caller,
+    request: Invocation & { requestId: string; signal: AbortSignal },
+  ): AsyncGenerator<Message> {
+    requireStorableText(message);
+    const values = createContextValues().set(callerKey, caller).set(requestIdKey, request.requestId);
+    const ctx = new InvocationContext(call, request, values);
+    const output = call.method.output;
+    const messages = call.impl[call.method.localName]!.call(call.impl, message, ctx) as AsyncIterable<Record<string, unknown>>;
+    return (async function* () {
+      for await (const m of messages) yield create(output, m);
+    })();
+  }
+
+  /**
    * Logs (at info) and counts a request whose client went away before its body ended, under the
    * outcome `client_closed`: no answer reached anyone, and it is no server error.
    */
@@ -141,6 +165,18 @@ export class RequestPipeline {
     const ms = performance.now() - started;
     this.metrics.observe(protocol, rpc, "client_closed", ms);
     this.logger.info({ request_id: requestId, protocol, rpc, detail: "client_closed", ms: Math.round(ms * 100) / 100 }, "request");
+  }
+
+  /** `messages`, with what they throw converted as the interceptor converts a unary call's error. */
+  private async *convertingErrors<T>(messages: AsyncIterable<T>, requestId: string): AsyncGenerator<T> {
+    try {
+      yield* messages;
+    } catch (err) {
+      const described = describeError(err);
+      // A shutdown or an unreachable database ends streams (503, resumed by clients): not a failure to log.
+      if (described.code === "internal") this.logger.error({ err, request_id: requestId }, "stream failed");
+      throw toConnectError(err, requestId);
+    }
   }
 
   /** The connect interceptor: same authentication, errors converted to ConnectErrors with an ErrorDetail. */
@@ -157,6 +193,9 @@ export class RequestPipeline {
         if (!req.stream) requireStorableText(req.message);
         const res = await next(req.stream ? { ...req, message: asClientInput(req.message) } : req);
         res.header.set("x-request-id", requestId);
+        // A server stream fails after its call has returned, while its messages are read: its
+        // errors get the same conversion here, where they are thrown.
+        if (res.stream) return { ...res, message: this.convertingErrors(res.message, requestId) };
         return res;
       } catch (err) {
         const described = describeError(err);

@@ -16,6 +16,7 @@ import { checkNodeInternals, forwardToCompat, hasOpenStreams, renewStreamTables,
 import { abortedByClient } from "./node-request.js";
 import { protocolOf, type RequestPipeline } from "./pipeline.js";
 import { createReflectionService } from "./reflection.js";
+import { createEventStreamRoute } from "./server-sent-events.js";
 import { createTranscoder, type RegisteredService } from "./transcoder.js";
 
 /** A plain GET route outside the API (JWKS, health, metrics): a string answers as text, anything else as JSON. */
@@ -53,6 +54,8 @@ export async function listen(options: {
   const limits = options.connections ?? DEFAULT_CONNECTION_LIMITS;
   const transcoder = createTranscoder(services, pipeline, options.bodyLimit);
   const grpcUnary = createGrpcUnary(services, pipeline, options.bodyLimit);
+  // The one /v1alpha route that streams (Server-Sent Events), which the transcoder cannot serve.
+  const eventStream = createEventStreamRoute(services, pipeline);
   const descs: DescService[] = services.map((s) => s.service);
   const router = createConnectRouter({
     interceptors: [pipeline.interceptor()],
@@ -64,6 +67,7 @@ export async function listen(options: {
   const rpcs = new Map(router.handlers.map((h) => [h.requestPath, withErrorDetails(h)]));
 
   const fallback = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
+    if (eventStream(req, res)) return;
     const path = (req.url ?? "/").split("?")[0]!;
     const plain = options.plainRoutes[path];
     if (plain && req.method === "GET") {
