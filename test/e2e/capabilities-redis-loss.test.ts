@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectResult, newAgent, newOrgFixture, TRANSPORTS, type OrgFixture, type TestAgent } from "../support/agents.js";
-import { recordRow } from "../hostile/report.js";
+import { recordRow, scaled } from "../hostile/report.js";
 import { startService, type TestService } from "../support/service.js";
 import { waitFor, within } from "../support/wait.js";
 import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, verify, type OwnedRedis } from "./capabilities-support.js";
@@ -21,6 +21,12 @@ import { allowedCapability, capabilityState, expectConsumed, startOwnedRedis, ve
  * stopped), or no answer within the watchdog. Counted before the assertions.
  */
 const tally = { probes: 0, failures: 0, tokens: 0 };
+
+/** Concurrent verifies of one token while Redis is frozen; rounds of concurrent verifies (and how many) while it is stopped. */
+const FROZEN_VERIFIES = scaled(40, 120);
+const STOPPED_ROUNDS = scaled(3, 8);
+const STOPPED_VERIFIES = scaled(100, 200);
+
 afterAll(() => {
   recordRow({
     order: 7,
@@ -147,7 +153,7 @@ describe("capabilities when Redis loses its state", () => {
   describe("with Redis frozen (SIGSTOP: connected, never answering)", () => {
     afterAll(() => redis.thaw());
 
-    it("40 concurrent verifies of one token all answer from Postgres: exactly one 200, the rest 409; mismatches and revocations still hold", async () => {
+    it(`${FROZEN_VERIFIES} concurrent verifies of one token all answer from Postgres: exactly one 200, the rest 409; mismatches and revocations still hold`, async () => {
       const c = await allowedCapability(svc, agent);
       const other = await newAgent(svc, org);
       const revoked = await allowedCapability(svc, other);
@@ -156,17 +162,17 @@ describe("capabilities when Redis loses its state", () => {
       // A watchdog, not a timing assertion: before the fix every verify waited for Redis forever.
       const results = await within(
         "verifies while Redis is frozen",
-        Promise.all(Array.from({ length: 40 }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation))),
+        Promise.all(Array.from({ length: FROZEN_VERIFIES }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation))),
         15_000,
       ).catch((err: Error) => {
         tally.tokens++;
-        tally.probes += 40;
-        tally.failures += 40; // not answered within the watchdog
+        tally.probes += FROZEN_VERIFIES;
+        tally.failures += FROZEN_VERIFIES; // not answered within the watchdog
         throw err;
       });
       countRace(results, ["409 capability_consumed"]);
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
-      expect(results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.detail}`)).toEqual(Array(39).fill("409 capability_consumed"));
+      expect(results.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.detail}`)).toEqual(Array(FROZEN_VERIFIES - 1).fill("409 capability_consumed"));
       expect(await capabilityState(svc, org.apiKey, c.capabilityId)).toBe("consumed");
       const m = await allowedCapability(svc, agent);
       expectResult(await within("a mismatch while frozen", verify(svc, "grpc", org.apiKey, { ...m.presentation, audience: "elsewhere" }), 15_000), 409, "capability_audience_mismatch");
@@ -204,10 +210,10 @@ describe("capabilities when Redis loses its state", () => {
       }
     });
 
-    it("100 concurrent verifies of one token → at most one 200, the rest 409 (or 503)", async () => {
-      for (let round = 0; round < 3; round++) {
+    it(`${STOPPED_VERIFIES} concurrent verifies of one token → at most one 200, the rest 409 (or 503)`, async () => {
+      for (let round = 0; round < STOPPED_ROUNDS; round++) {
         const c = await allowedCapability(svc, agent);
-        const results = await Promise.all(Array.from({ length: 100 }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation)));
+        const results = await Promise.all(Array.from({ length: STOPPED_VERIFIES }, (_, i) => verify(svc, TRANSPORTS[i % 2]!, org.apiKey, c.presentation)));
         countRace(results, ["409 capability_consumed", "503 unavailable"]);
         const ok = results.filter((r) => r.status === 200);
         expect(ok.length).toBeLessThanOrEqual(1);

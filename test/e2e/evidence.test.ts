@@ -10,7 +10,7 @@ import { calculateJwkThumbprint } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyEvidenceExport } from "../../src/evidence/verify.js";
-import { recordRow } from "../hostile/report.js";
+import { recordRow, scaled } from "../hostile/report.js";
 import {
   expectResult,
   exportEvidence,
@@ -455,7 +455,12 @@ describe("crash: SIGKILL mid-load", () => {
     running.push(first);
     const crashOrg = await newOrgFixture(first.svc);
     await publishPaymentsPolicy(first.svc, crashOrg);
-    const agents: TestAgent[] = await Promise.all(Array.from({ length: 6 }, () => newAgent(first.svc, crashOrg)));
+    // The load's size: more workers and more answers before the kill under `npm run test:hostile`. The
+    // answers are read back all at once after the restart, one connection each, so they stay under
+    // the per-address connection cap (256) with every worker's last answer added.
+    const WORKERS = scaled(12, 24);
+    const ANSWERED_BEFORE_KILL = scaled(150, 200);
+    const agents: TestAgent[] = await Promise.all(Array.from({ length: WORKERS / 2 }, () => newAgent(first.svc, crashOrg)));
     const jwksBefore = (await first.svc.v1("GET", "/.well-known/jwks.json")).body;
 
     // Load: workers over both transports, each request's signed bytes kept with its answer.
@@ -465,7 +470,7 @@ describe("crash: SIGKILL mid-load", () => {
     let stop = false;
     let answered = 0;
     let killedAt = -1;
-    // Opened by the worker whose answer is the 150th 200: the kill follows that event, not a polling sleep.
+    // Opened by the worker whose answer is the ANSWERED_BEFORE_KILL-th 200: the kill follows that event, not a polling sleep.
     const enoughAnswered = deferred();
     const worker = async (w: number) => {
       for (let i = 0; !stop; i++) {
@@ -476,7 +481,7 @@ describe("crash: SIGKILL mid-load", () => {
         try {
           entry.result = await submitIntent(first.svc, entry.transport, entry.signed);
           if (entry.result.status === 200) {
-            if (++answered === 150) enoughAnswered.resolve();
+            if (++answered === ANSWERED_BEFORE_KILL) enoughAnswered.resolve();
           } else if (killedAt < 0) {
             // Before the kill every valid Intent must be decided; after it, failures are the point.
             throw new Error(`unexpected ${entry.result.status} ${JSON.stringify(entry.result.body)}`);
@@ -491,10 +496,10 @@ describe("crash: SIGKILL mid-load", () => {
       }
     };
     let fatal: Error | undefined;
-    const workers = Promise.all(Array.from({ length: 12 }, (_, w) => worker(w)));
+    const workers = Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
     workers.catch(() => undefined);
     // A worker only stops early by failing (before the kill every Intent must be decided).
-    await Promise.race([enoughAnswered.promise, workers.then(() => Promise.reject(new Error("the workers stopped before 150 answers")))]);
+    await Promise.race([enoughAnswered.promise, workers.then(() => Promise.reject(new Error(`the workers stopped before ${ANSWERED_BEFORE_KILL} answers`)))]);
     if (fatal) throw fatal;
     killedAt = sent.length;
     first.child.kill("SIGKILL");
@@ -505,7 +510,7 @@ describe("crash: SIGKILL mid-load", () => {
 
     const ok = sent.filter((s) => s.result?.status === 200);
     const unanswered = sent.filter((s) => s.result?.status !== 200);
-    expect(ok.length).toBeGreaterThanOrEqual(150);
+    expect(ok.length).toBeGreaterThanOrEqual(ANSWERED_BEFORE_KILL);
     // The kill landed mid-load: requests were in flight when the process died.
     expect(unanswered.length).toBeGreaterThan(0);
 
@@ -523,7 +528,7 @@ describe("crash: SIGKILL mid-load", () => {
     const lost = ok.filter((s, i) => fetched[i]!.status !== 200 || fetched[i]!.body?.decision_id !== s.result!.body.decision_id || !byId.has(s.result!.body.evidence_id));
     recordRow({
       order: 5,
-      attack: "SIGKILL under load: 12 workers over /v1 and gRPC, then a restart",
+      attack: `SIGKILL under load: ${WORKERS} workers over /v1 and gRPC, then a restart`,
       probes: sent.length,
       failures: lost.length + (verdict.ok ? 0 : 1),
       note: `${ok.length} answered 200 before the kill, ${lost.length} lost; ${unanswered.length} cut off; chain of ${records.length} records ${verdict.ok ? "verifies" : "does NOT verify"}`,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilityService, VerifyCapabilityRequestSchema } from "../../src/gen/mandate/v1/capabilities_pb.js";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
 import { IntentService, SubmitIntentRequestSchema } from "../../src/gen/mandate/v1/intents_pb.js";
-import { recordRow } from "../hostile/report.js";
+import { recordRow, scaled } from "../hostile/report.js";
 import { intentDoc, newAgent, newOrgFixture, signBody, type OrgFixture, type TestAgent } from "../support/agents.js";
 import { answers, startOwnedPostgres, type OwnedPostgres } from "../support/postgres.js";
 import { startService, type TestService } from "../support/service.js";
@@ -23,6 +23,9 @@ import { allowedCapability, expectConsumed, verify, type Presentation } from "./
 const TIMEOUT_MS = 1000;
 /** How long an answer may take while Postgres is out: one bounded wait, with room for a loaded machine. */
 const BOUND_MS = TIMEOUT_MS + 2000;
+/** Concurrent Intents per way in (/v1, the gRPC fast path, connect-node) and verifies per transport during each outage. */
+const INTENTS_PER_PATH = scaled(8, 24);
+const VERIFIES_PER_TRANSPORT = scaled(4, 12);
 
 /**
  * The hostile suite's row (test/hostile/report.ts; only written under `npm run test:hostile`): every
@@ -127,10 +130,10 @@ describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over
    */
   async function expectUnavailable(presentation: Presentation): Promise<void> {
     const attempts: Promise<Outcome>[] = [];
-    for (let i = 0; i < 8; i++) {
+    for (let i = 0; i < INTENTS_PER_PATH; i++) {
       attempts.push(timed("v1 intent", v1Intent), timed("grpc intent (fast path)", () => grpcIntent(false)), timed("grpc intent (connect-node)", () => grpcIntent(true)));
     }
-    for (let i = 0; i < 4; i++) attempts.push(timed("v1 verify", () => v1Verify(presentation)), timed("grpc verify", () => grpcVerify(presentation)));
+    for (let i = 0; i < VERIFIES_PER_TRANSPORT; i++) attempts.push(timed("v1 verify", () => v1Verify(presentation)), timed("grpc verify", () => grpcVerify(presentation)));
     attempts.push(timed("readyz", readyz));
     const outcomes = await Promise.all(attempts);
     const slowest = Math.max(...outcomes.map((o) => o.ms));
