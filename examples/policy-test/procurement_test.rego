@@ -40,3 +40,11 @@ test_category_outside_the_declared_enum_is_invalid_input if {
 	d.outcome == "HUMAN_REVIEW"
 	d.reason == "invalid_policy_input"
 }
+
+# The bid rule needs both conditions: a large order with enough bids goes to the
+# authority graph (the CFO inherits the procurement lead's limit through the controller).
+test_large_order_with_bids_follows_the_graph if {
+	d := main.decision with input as order("dave", 150000, {"category": "hardware", "bids_received": 3})
+	d.outcome == "HUMAN_REVIEW"
+	d.reason == "requires_approval"
+}

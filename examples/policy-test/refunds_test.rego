@@ -48,3 +48,9 @@ test_small_store_credit_allowed if {
 	d.outcome == "ALLOW"
 	d.reason == "small_store_credit"
 }
+
+test_store_credit_above_the_small_amount_follows_the_graph if {
+	d := main.decision with input as refund("frank", 80, "USD", "store-credit/c-9", {"order_id": "o-1", "order_age_days": 10})
+	d.outcome == "ALLOW"
+	d.reason == "within_delegated_authority"
+}

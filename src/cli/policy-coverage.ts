@@ -1,6 +1,5 @@
 import { parseText } from "../policy/source.js";
 import type { DirPolicy } from "./policy-dir.js";
-import type { OpaCoverage } from "./policy-test.js";
 
 /** Coverage as `policy test --coverage` prints it, one line each. */
 export interface CoverageReport {
@@ -9,74 +8,120 @@ export interface CoverageReport {
 
 type Ranges = { start: { row: number }; end: { row: number } }[] | undefined;
 
+/** The part of opa's coverage report read here: covered and not-covered ranges per file. */
+export interface OpaCoverage {
+  files?: Record<string, { covered?: Ranges; not_covered?: Ranges }>;
+}
+
 /**
- * Maps OPA's line coverage of the compiled Rego back to the rules documents: for each rule
- * (at its line in the author's YAML/JSON) whether it fired, did not fire or resolved to
- * invalid_policy_input in some test, and for each condition whether it held, failed or could
- * not be evaluated (field missing or mistyped). A rule counts as exercised once it fired; a
- * condition once it both held and failed, since a condition that always holds in the tests
- * could be deleted without a test noticing. Hand-written modules get OPA's line coverage.
- *
- * It reads the structure src/policy/rules-rego.ts generates: per rule r a value
- * `rule_r` ("fired" / "not_fired" / "invalid") and per condition c a value `condition_r_c`
- * ("holds" / "fails" / "invalid"), each an else-chain whose branch heads sit on lines of their
- * own; OPA marks a branch head covered exactly when that branch produced the value.
+ * One entry of a compiled rules document's `explain` (src/policy/rules-rego.ts, the dry run's
+ * per-rule report): whether the rule fired for one input and, when it did not (or resolved to
+ * invalid_policy_input), the condition that failed (or could not be evaluated).
  */
-export function coverageReport(policies: readonly DirPolicy[], coverage: OpaCoverage): CoverageReport {
+export interface ExplainEntry {
+  policy_key: string;
+  rule_id: string;
+  fired: boolean;
+  reason: string | null;
+  failed_condition: { field: string; operator: string } | null;
+  line: number;
+}
+
+/**
+ * A module added to the coverage run only (never to a bundle): a second, always-false
+ * definition of the decision, so that each time a test evaluates the decision it prints the
+ * covering policies' `explain` for that test's input. Tests build their inputs inside Rego,
+ * so this is where the inputs can be seen.
+ */
+export const EXPLAIN_PROBE = `package mandate.main
+
+decision := "coverage probe" if {
+	print(json.marshal([e | some key in covering; some e in data.mandate.policies[key].explain]))
+	false
+}
+`;
+
+/** The explain entries the probe printed (one JSON array per line of opa's stderr). */
+export function probedEntries(stderr: string): ExplainEntry[] {
+  return stderr.split("\n").flatMap((line) => {
+    if (!line.startsWith("[")) return [];
+    try {
+      return JSON.parse(line) as ExplainEntry[];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/**
+ * Coverage of the rules documents, by their lines, from what `explain` said for every input
+ * the tests evaluated: for each rule whether it fired, did not fire or resolved to
+ * invalid_policy_input; for each condition whether it held (in a test where its rule fired),
+ * was the condition that stopped its rule, or could not be evaluated (field missing or
+ * mistyped). A rule counts as exercised once it fired, a condition once it both held and
+ * stopped its rule, since a condition that never decides anything in the tests could be
+ * deleted without a test noticing. Hand-written modules get OPA's line coverage.
+ */
+export function coverageReport(policies: readonly DirPolicy[], coverage: OpaCoverage, entries: readonly ExplainEntry[]): CoverageReport {
   const lines: string[] = ["", "coverage:"];
   const rules = { exercised: 0, total: 0 };
   const conditions = { exercised: 0, total: 0 };
   for (const policy of policies) {
     if (policy.file === null) continue;
-    const bundlePath = `policies/${policy.policy_key}.rego`;
-    const file = coverage.files?.[bundlePath];
-    const covered = rows(file?.covered);
     if (policy.rulesText === undefined) {
+      const file = coverage.files?.[`policies/${policy.policy_key}.rego`];
+      const covered = rows(file?.covered);
       const missed = [...rows(file?.not_covered)].filter((r) => !covered.has(r)).sort((a, b) => a - b);
       const total = covered.size + missed.length;
       lines.push(`${policy.file}: ${total === 0 ? 0 : Math.round((covered.size / total) * 100)}% of its lines evaluated${missed.length ? `; never evaluated: lines ${ranges(missed)}` : ""}`);
       continue;
     }
-    const branches = branchLines(policy.rego);
-    const seen = (block: string): Set<string> => new Set((branches.get(block) ?? []).filter((b) => covered.has(b.line)).map((b) => b.value));
     const parsed = parseText(policy.rulesText);
     if (!parsed.ok) continue; // it compiled, so it parses
-    const doc = parsed.value as { rules: { id: string; when?: Record<string, Record<string, unknown>>; authority?: boolean }[] };
+    const doc = parsed.value as { fields?: Record<string, unknown>; rules: { id: string; when?: Record<string, Record<string, unknown>> }[] };
     const lineOf = (path: (string | number)[]) => parsed.locate(path)?.line ?? 0;
+    const mine = entries.filter((e) => e.policy_key === policy.policy_key);
+    const seen = (ruleId: string) => {
+      const states = new Set<string>();
+      const stopped = new Set<string>();
+      const invalid = new Set<string>();
+      for (const e of mine.filter((x) => x.rule_id === ruleId)) {
+        const isInvalid = e.fired && e.reason === "invalid_policy_input" && e.failed_condition !== null;
+        states.add(isInvalid ? "invalid" : e.fired ? "fired" : "not_fired");
+        const c = e.failed_condition ? `${e.failed_condition.field} ${e.failed_condition.operator}` : undefined;
+        if (c) (isInvalid ? invalid : stopped).add(c);
+      }
+      return { states, stopped, invalid };
+    };
     lines.push(`${policy.file} (policy ${policy.policy_key}):`);
+    if (doc.fields && Object.keys(doc.fields).length > 0) {
+      const { states, invalid } = seen("fields");
+      lines.push(`  ${policy.file}:${lineOf(["fields"])}: declared fields: ${states.has("invalid") ? `missing or mistyped in some test (${[...invalid].join(", ")})` : "always as declared"}`);
+    }
     doc.rules.forEach((rule, r) => {
       rules.total++;
-      const conds = Object.entries(rule.when ?? {}).flatMap(([field, condition]) =>
-        Object.entries(condition).map(([operator, expected]) => ({ field, operator, expected, line: lineOf(["rules", r, "when", field, operator]) })),
-      );
-      let outcomes: Set<string>;
-      if (conds.length === 0 && !rule.authority) {
-        // A rule without conditions fires whenever its policy is evaluated.
-        const head = branches.get(`results:${r}`)?.[0];
-        outcomes = new Set(head && covered.has(head.line) ? ["fired"] : []);
-      } else outcomes = seen(`rule_${r}`);
-      if (outcomes.has("fired")) rules.exercised++;
+      const { states, stopped, invalid } = seen(rule.id);
+      if (states.has("fired")) rules.exercised++;
       const said = [
-        outcomes.has("fired") ? "fired" : "never fired",
-        ...(outcomes.has("not_fired") ? ["did not fire"] : []),
-        ...(outcomes.has("invalid") ? ["invalid_policy_input"] : []),
+        states.has("fired") ? "fired" : "never fired",
+        ...(states.has("not_fired") ? ["did not fire"] : []),
+        ...(states.has("invalid") ? ["invalid_policy_input"] : []),
       ];
-      lines.push(`  ${policy.file}:${lineOf(["rules", r])}: rule ${rule.id}: ${said.join(", ")}`);
-      conds.forEach((c, i) => {
-        conditions.total++;
-        const statuses = seen(`condition_${r}_${i}`);
-        const both = statuses.has("holds") && statuses.has("fails");
-        if (both) conditions.exercised++;
-        const words = [
-          statuses.has("holds") ? "held" : "never held",
-          statuses.has("fails") ? "failed" : "never failed",
-          ...(statuses.has("invalid") ? ["missing or mistyped"] : []),
-        ];
-        lines.push(`    ${policy.file}:${c.line}: ${c.field} ${c.operator} ${JSON.stringify(c.expected)}: ${words.join(", ")}`);
-      });
+      lines.push(`  ${policy.file}:${lineOf(["rules", r])}: rule ${rule.id}: ${states.size === 0 ? "never evaluated" : said.join(", ")}`);
+      for (const [field, condition] of Object.entries(rule.when ?? {})) {
+        for (const [operator, expected] of Object.entries(condition)) {
+          conditions.total++;
+          const key = `${field} ${operator}`;
+          const held = states.has("fired");
+          const stop = stopped.has(key);
+          if (held && stop) conditions.exercised++;
+          const words = [held ? "held" : "never held", stop ? "stopped its rule" : "never stopped its rule", ...(invalid.has(key) ? ["missing or mistyped"] : [])];
+          lines.push(`    ${policy.file}:${lineOf(["rules", r, "when", field, operator])}: ${field} ${operator} ${JSON.stringify(expected)}: ${words.join(", ")}`);
+        }
+      }
     });
   }
-  lines.push(`rules fired: ${rules.exercised}/${rules.total}; conditions both held and failed: ${conditions.exercised}/${conditions.total}`);
+  lines.push(`rules fired: ${rules.exercised}/${rules.total}; conditions both held and stopped their rule: ${conditions.exercised}/${conditions.total}`);
   return { lines };
 }
 
@@ -94,32 +139,4 @@ function ranges(sorted: number[]): string {
     parts.push(start === sorted[i] ? `${start}` : `${start}-${sorted[i]}`);
   }
   return parts.join(", ");
-}
-
-/**
- * The branch heads of the generated module's else-chains, by value name: line (1-based) and
- * the string the branch produces. A rule without conditions is one unconditional `results
- * contains` line, followed by its `explain_<r>`: recorded as `results:<r>`.
- */
-function branchLines(rego: string): Map<string, { line: number; value: string }[]> {
-  const out = new Map<string, { line: number; value: string }[]>();
-  let current: string | undefined;
-  let unconditional: number | undefined;
-  rego.split("\n").forEach((text, i) => {
-    const line = i + 1;
-    const start = /^([a-z_][a-z0-9_]*) := "([a-z_]+)"( if \{)?$/.exec(text);
-    const next = /^\} else := "([a-z_]+)"( if \{)?$/.exec(text);
-    if (start) {
-      current = start[1]!;
-      out.set(current, [{ line, value: start[2]! }]);
-    } else if (next && current) {
-      out.get(current)!.push({ line, value: next[1]! });
-    } else if (/^[a-z_]/.test(text)) {
-      current = undefined;
-      const explain = /^explain_(\d+) := /.exec(text);
-      if (explain && unconditional !== undefined) out.set(`results:${explain[1]}`, [{ line: unconditional, value: "fired" }]);
-      unconditional = /^results contains /.test(text) && !/ if /.test(text) ? line : undefined;
-    }
-  });
-  return out;
 }

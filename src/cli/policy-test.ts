@@ -9,7 +9,7 @@ import { PolicyCompileError, type CompileProblem } from "../policy/errors.js";
 import { libraryModules, runOpa, wasmCapabilities } from "../policy/opa.js";
 import { readTarGz } from "../policy/tar.js";
 import { CliError, EXIT_FAILED, EXIT_OK, type CliIo } from "./command.js";
-import { coverageReport, type CoverageReport } from "./policy-coverage.js";
+import { coverageReport, EXPLAIN_PROBE, probedEntries, type CoverageReport, type OpaCoverage } from "./policy-coverage.js";
 import { readPolicyDir, type PolicyDir } from "./policy-dir.js";
 import { junitXml, type TestCaseResult } from "./policy-junit.js";
 
@@ -21,8 +21,10 @@ library, same built-in allowlist, same compile errors), then runs DIR's
 *_test.rego tests compiled to WebAssembly against that bundle's modules and data.
   --run PATTERN     only tests whose name (data.<package>.<rule>) matches the
                     regular expression
-  --coverage        which rules and conditions of DIR's rules documents the tests
-                    exercised, by file line, and line coverage of hand-written Rego
+  --coverage        which rules of DIR's rules documents fired and which conditions
+                    held or stopped their rule, by file line (from each rule's
+                    explanation, as the dry run reports it), and line coverage of
+                    hand-written Rego
   --junit FILE      also write the results as JUnit XML
   --graph-version N the graph version the bundle is indexed as (default 1)
 Exit status 0 when every test passes, 1 when one fails (or the bundle does not
@@ -280,20 +282,17 @@ async function runTests(work: string, tests: DiscoveredTest[], paths: PathMap): 
 }
 
 // Coverage needs OPA's evaluator (WebAssembly reports none): the selected tests are evaluated
-// once more with `opa eval --coverage` over the same files, each inside a comprehension so a
-// failing test does not stop the others.
+// once more with `opa eval --coverage` over the same files plus EXPLAIN_PROBE, each inside a
+// comprehension so a failing test does not stop the others.
 async function coverageOf(work: string, tests: DiscoveredTest[], dir: PolicyDir): Promise<CoverageReport> {
+  await writeFile(join(work, "coverage_probe.rego"), EXPLAIN_PROBE);
   const refs = tests.map((t) => `[x | x := data${t.entrypoint.split("/").map((s) => `[${JSON.stringify(s)}]`).join("")}]`);
   const query = `_ := [${refs.join(", ")}]`;
   const evaluated = await runOpa(["eval", "--format", "json", "--coverage", "--data", ".", query], { cwd: work });
-  if (evaluated.code !== 0) throw new Error(`opa eval --coverage failed: ${evaluated.stderr.trim()}`);
+  // A test that does not compile or errors at run time has already been reported as such.
+  if (evaluated.code !== 0) return { lines: ["", "coverage: not measured, since a test errors (above)"] };
   const { coverage } = JSON.parse(evaluated.stdout) as { coverage: OpaCoverage };
-  return coverageReport(dir.policies, coverage);
-}
-
-/** The part of opa's coverage report read here: covered and not-covered ranges per file. */
-export interface OpaCoverage {
-  files?: Record<string, { covered?: { start: { row: number }; end: { row: number } }[]; not_covered?: { start: { row: number }; end: { row: number } }[] }>;
+  return coverageReport(dir.policies, coverage, probedEntries(evaluated.stderr));
 }
 
 async function writeJunit(file: string | undefined, cases: TestCaseResult[]): Promise<void> {

@@ -164,22 +164,31 @@ print(root.tag, root.get("tests"), root.get("failures"), *sorted(c.get("name") +
     ]);
   });
 
-  it("--coverage maps the tests' coverage to the rules document's lines", async () => {
-    // Only test_small runs: rule `big` (line 3) never fires, rule `small` (line 8) does; the
-    // condition of each is seen failing or holding but not both.
+  it("--coverage reports, by rules-document line, which rules fired and which conditions held or stopped their rule", async () => {
+    // Only test_small runs: rule `big` (line 3) never fires, its condition (line 5) stops it;
+    // rule `small` (line 8) fires, its condition (line 10) holds but never decides.
     const dir = await dirWith({ "pay.rules.yaml": PAY_RULES, "pay_test.rego": PAY_TEST });
     const r = await policyTest(dir, "--coverage", "--run", "test_small");
     expect(r.code).toBe(0);
     const file = join(dir, "pay.rules.yaml");
     expect(r.out).toContain(`${file}:3: rule big: never fired, did not fire`);
-    expect(r.out).toContain(`${file}:5: amount gt 100: never held, failed`);
+    expect(r.out).toContain(`${file}:5: amount gt 100: never held, stopped its rule`);
     expect(r.out).toContain(`${file}:8: rule small: fired`);
-    expect(r.out).toContain(`${file}:10: amount lte 100: held, never failed`);
-    expect(r.out).toContain("rules fired: 1/2; conditions both held and failed: 0/2");
+    expect(r.out).toContain(`${file}:10: amount lte 100: held, never stopped its rule`);
+    expect(r.out).toContain("rules fired: 1/2; conditions both held and stopped their rule: 0/2");
 
     const all = await policyTest(dir, "--coverage");
-    expect(all.out).toContain(`${file}:5: amount gt 100: held, failed`);
-    expect(all.out).toContain("rules fired: 2/2; conditions both held and failed: 2/2");
+    expect(all.out).toContain(`${file}:5: amount gt 100: held, stopped its rule`);
+    expect(all.out).toContain("rules fired: 2/2; conditions both held and stopped their rule: 2/2");
+
+    // A field sent with the wrong type is seen as such, at the condition that reads it.
+    const mistyped = await dirWith({
+      "pay.rules.yaml": PAY_RULES,
+      "pay_test.rego": `package pay_test\n\nimport data.mandate.main\n\ntest_text_amount if main.decision.reason == "invalid_policy_input" with input as {"intent": {"action": "vendor_payment", "amount": "5"}}\n`,
+    });
+    const typed = await policyTest(mistyped, "--coverage");
+    expect(typed.code).toBe(0);
+    expect(typed.out).toContain(`${join(mistyped, "pay.rules.yaml")}:5: amount gt 100: never held, never stopped its rule, missing or mistyped`);
   });
 
   it("builds the graph from governance CSVs recognised by header, checked against principals.csv", async () => {
