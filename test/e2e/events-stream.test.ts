@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ReconciliationService } from "../../src/gen/mandate/v1alpha/execution_pb.js";
 import { EventService, type Event } from "../../src/gen/mandate/v1alpha/events_pb.js";
 import { ErrorDetailSchema } from "../../src/gen/mandate/v1/errors_pb.js";
-import { newAgent, newApiKey, newOrgFixture, paymentDoc, publishPaymentsPolicy, signBody, submitIntent, type OrgFixture, type TestAgent } from "../support/agents.js";
+import { intentDoc, newAgent, newApiKey, newOrgFixture, paymentDoc, publishPaymentsPolicy, signBody, submitIntent, type OrgFixture, type TestAgent } from "../support/agents.js";
 import { startService, type TestService } from "../support/service.js";
 import { waitFor } from "../support/wait.js";
 
@@ -221,6 +221,10 @@ describe("WatchEvents: every event of the taxonomy the API can trigger", () => {
 
     await publishPaymentsPolicy(svc, org); // PolicyPublished, AuthorityGraphUpdated
     const agent = await newAgent(svc, org); // AgentStateChanged ×2 (register, activate)
+    // Another organization's changes are never in this organization's stream.
+    const stranger = await newOrgFixture(svc);
+    const strangerAgent = await newAgent(svc, stranger);
+    expect((await intent(strangerAgent, intentDoc(strangerAgent.agentId))).status).toBe(200);
     const allowDoc = paymentDoc(agent.agentId, 500);
     const allow = await intent(agent, allowDoc);
     const deny = await intent(agent, paymentDoc(agent.agentId, 60_000));
@@ -363,6 +367,19 @@ describe("WatchEvents: resuming, filtering, refusing", () => {
     const resumed = grpcWatch(svc, org.apiKey, { types: ["DecisionCompleted"], after: events[0]!.event_id });
     expect((await resumed.until("the second decision", (e) => e.length >= 1)).map((e) => e.data.decision_id)).toEqual([second]);
     resumed.close();
+  });
+
+  it("streams over Connect and gRPC-Web (HTTP/1.1) as well", async () => {
+    for (const client of [svc.connect(EventService), svc.grpcWeb(EventService)]) {
+      const aborted = new AbortController();
+      const stream = client.watchEvents({ types: ["DecisionCompleted"] }, { headers: { authorization: `Bearer ${org.apiKey}` }, signal: aborted.signal })[Symbol.asyncIterator]();
+      expect((await stream.next()).value?.heartbeatAt).toBeDefined();
+      const [decisionId] = await decisions(1);
+      const next = await stream.next();
+      expect(envelopeOf(next.value as Event)).toMatchObject({ event: "DecisionCompleted", data: { decision_id: decisionId, outcome: "ALLOW" } });
+      aborted.abort();
+      await stream.return?.();
+    }
   });
 
   it("refuses a key without EVENTS_READ (403)", async () => {
