@@ -289,8 +289,10 @@ async function coverageOf(work: string, tests: DiscoveredTest[], dir: PolicyDir)
   const refs = tests.map((t) => `[x | x := data${t.entrypoint.split("/").map((s) => `[${JSON.stringify(s)}]`).join("")}]`);
   const query = `_ := [${refs.join(", ")}]`;
   const evaluated = await runOpa(["eval", "--format", "json", "--coverage", "--data", ".", query], { cwd: work });
-  // A test that does not compile or errors at run time has already been reported as such.
-  if (evaluated.code !== 0) return { lines: ["", "coverage: not measured, since a test errors (above)"] };
+  if (evaluated.code !== 0) {
+    // Most often a test that errors, which is reported above; opa's own words otherwise.
+    return { lines: ["", `coverage: not measured: ${(evaluated.stdout + evaluated.stderr).trim().split("\n")[0] ?? ""}`] };
+  }
   const { coverage } = JSON.parse(evaluated.stdout) as { coverage: OpaCoverage };
   return coverageReport(dir.policies, coverage, probedEntries(evaluated.stderr));
 }
