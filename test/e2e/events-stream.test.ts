@@ -443,6 +443,9 @@ describe("WatchEvents: long-lived streams", () => {
       const org = await newOrgFixture(short);
       const grpc = grpcWatch(short, org.apiKey);
       const sse = sseWatch(short, org.apiKey);
+      // Connect's server streaming is a POST over HTTP/1.1 whose body arrived whole at once.
+      const connect = short.connect(EventService).watchEvents({}, { headers: { authorization: `Bearer ${org.apiKey}` } })[Symbol.asyncIterator]();
+      expect((await connect.next()).value?.heartbeatAt).toBeDefined();
       await Promise.all([grpc.listening(), sse.listening()]);
       const opened = Date.now();
       // A condition on the clock, polled: three deadlines have passed since the streams opened.
@@ -450,9 +453,13 @@ describe("WatchEvents: long-lived streams", () => {
       await newAgent(short, org, "registered");
       const one = (e: Envelope[]) => e.some((x) => x.event === "AgentStateChanged");
       await Promise.all([grpc.until("the late event over gRPC", one), sse.until("the late event over SSE", one)]);
+      let late = (await connect.next()).value as Event | undefined;
+      while (late?.heartbeatAt) late = (await connect.next()).value as Event | undefined;
+      expect(late?.event).toBe("AgentStateChanged");
       await short.close();
       expect(await refusal(grpc)).toMatchObject({ code: Code.Unavailable, detail: "unavailable" });
       expect(await sse.ended).toBeUndefined();
+      await expect(connect.next()).rejects.toSatisfy((err) => ConnectError.from(err).code === Code.Unavailable);
     } finally {
       await short.close();
     }

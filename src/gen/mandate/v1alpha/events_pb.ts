@@ -545,7 +545,8 @@ export const EventService: GenService<{
   /**
    * Streams the organization's events, oldest first, from after the cursor
    * (or from now when none is given), then live, with a heartbeat (an Event
-   * with only `heartbeat_at` set) every 15 s of silence. Resuming with the
+   * with only `heartbeat_at` set) as soon as the stream listens and after
+   * every 15 s of silence. Resuming with the
    * last event_id seen neither skips nor repeats an event within the
    * retention window; a cursor older than the window is refused
    * (422 validation_failed, field `after`). EVENTS_READ. Over HTTP:
