@@ -193,6 +193,29 @@ describe("replay of recorded Intents (shadow diff)", () => {
     expectResult(await call(svc, "v1", PolicyService.method.replayPolicies, { policy_versions: { pay: 2 }, limit: 1 }, { bearer: approver }), 200);
   }, 60_000);
 
+  it("answers a draft failing at run time on a recorded Intent with 422 policy_runtime_error naming the decision and the place", async () => {
+    const rego = [
+      "package mandate.policies.pay",
+      "",
+      'actions := {"pay"}',
+      "",
+      "x := 1 if input.intent.amount > 0",
+      "x := 2 if input.intent.amount > 1",
+      "",
+      'results contains {"outcome": "ALLOW", "reason": "never", "rule": "c"} if x == 1',
+      "",
+    ].join("\n");
+    const bad = await ok(await svc.v1("POST", "/v1/policies/pay/versions", { bearer: org.apiKey, body: { source: { rego } } }), "conflicting draft");
+    const decisions = await decisionCount(svc, org.apiKey, agent.agentId);
+    for (const transport of TRANSPORTS) {
+      const res = await call(svc, transport, PolicyService.method.replayPolicies, { policy_versions: { pay: bad.version }, limit: 20 }, { bearer: org.apiKey });
+      expectResult(res, 422, "policy_runtime_error");
+      expect(res.body.message).toMatch(/^Replaying decision dec_\S+: .*policies\/pay\.rego:\d+:\d+/);
+      expect(res.body.errors).toEqual([expect.objectContaining({ field: "policies/pay.rego", code: "runtime_error", line: expect.any(Number), column: expect.any(Number) })]);
+    }
+    expect(await decisionCount(svc, org.apiKey, agent.agentId)).toBe(decisions);
+  }, 60_000);
+
   it("evaluates a draft graph version in place of the active graph", async () => {
     const other = await newOrgFixture(svc);
     const a = await newAgent(svc, other);
