@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { errorFromResponse, MandateError, ResolutionTimeoutError, TransportError } from "./errors.js";
+import { ApiError, errorFromResponse, MandateError, ResolutionTimeoutError, ServerError, TransportError } from "./errors.js";
+import { SseParser } from "./events.js";
 import type { AgentKey } from "./keys.js";
 import type {
+  EventEnvelope,
+  EventName,
+  Webhook,
+  WebhookDelivery,
   Agent,
   AgentIdentity,
   ApiKey,
@@ -57,6 +62,38 @@ export interface MandateClientOptions {
   backoffCapMs?: number;
   /** The fetch to use (tests count requests with it); defaults to the global fetch. */
   fetch?: typeof fetch;
+}
+
+/** Options of `MandateClient.watchEvents`. */
+export interface WatchEventsOptions {
+  /** Event names to receive; all when absent or empty. */
+  types?: EventName[];
+  /** Start after this event_id (the last one seen); from now when absent. */
+  after?: string;
+  /** Ends the iteration (quietly) when aborted. */
+  signal?: AbortSignal;
+  /**
+   * Called each time a connection is listening (its first message, a heartbeat, arrived):
+   * whatever is recorded after it reaches this iterator. Awaited before reading on; a caller
+   * that started without `after` re-reads its state here after a reconnection.
+   */
+  onListening?: () => void | Promise<void>;
+  /** Connection attempts in a row that may fail (without listening) before the iterator throws; default 20. */
+  maxReconnects?: number;
+  /** A connection silent this long (no event, no heartbeat) is dropped and resumed; default 45 000 ms (three heartbeats). */
+  idleTimeoutMs?: number;
+}
+
+/** Options of `MandateClient.waitForResolution`. */
+export interface WaitForResolutionOptions {
+  /** Default 60 000 ms; then ResolutionTimeoutError. */
+  timeoutMs?: number;
+  /** Polling interval when polling, default 1 000 ms. */
+  intervalMs?: number;
+  /** Read the decision as this agent (its own decisions only). */
+  agent?: AgentIdentity;
+  /** Wait on the event stream when the client has organization credentials (default true); false: poll. */
+  stream?: boolean;
 }
 
 /** Hard upper bound on `maxRetries`, whatever the caller asks for. */
@@ -232,16 +269,65 @@ export class MandateClient {
   }
 
   /**
-   * Polls a decision until it is final: at once for ALLOW and DENY, and for
-   * HUMAN_REVIEW once its status is RESOLVED. Throws ResolutionTimeoutError
-   * after `timeoutMs` (default 60 s); polls every `intervalMs` (default 1 s).
+   * Waits until a decision is final and answers it: at once for ALLOW and DENY, and for
+   * HUMAN_REVIEW once its status is RESOLVED. With organization credentials (and `stream` not
+   * false) it waits on the event stream for the decision's HumanReviewResolved, reading the
+   * decision whenever the stream (re)starts listening so that nothing recorded in between is
+   * missed; when the stream cannot be used (a key without EVENTS_READ, a service without the
+   * stream, a connection that keeps failing) it polls every `intervalMs` (default 1 s) for the
+   * time left. Throws ResolutionTimeoutError after `timeoutMs` (default 60 s).
    */
-  async waitForResolution(decisionId: string, options: { timeoutMs?: number; intervalMs?: number; agent?: AgentIdentity } = {}): Promise<Decision> {
+  async waitForResolution(decisionId: string, options: WaitForResolutionOptions = {}): Promise<Decision> {
     const deadline = Date.now() + (options.timeoutMs ?? 60_000);
-    const interval = options.intervalMs ?? 1_000;
+    if (options.stream !== false && this.hasOrgCredentials()) {
+      const found = await this.waitOnStream(decisionId, deadline, options.agent);
+      if (found) return found;
+    }
+    return this.pollForResolution(decisionId, deadline, options.intervalMs ?? 1_000, options.agent);
+  }
+
+  /** The final decision, or undefined when the stream could not be used (then the caller polls); throws at the deadline. */
+  private async waitOnStream(decisionId: string, deadline: number, agent: AgentIdentity | undefined): Promise<Decision | undefined> {
+    const stop = new AbortController();
+    let found: Decision | undefined;
+    let last: Decision | undefined;
+    let readError: unknown;
+    const check = async () => {
+      try {
+        last = await this.getDecision(decisionId, { agent });
+      } catch (err) {
+        readError = err;
+        stop.abort();
+        return;
+      }
+      if (isFinal(last)) {
+        found = last;
+        stop.abort();
+      }
+    };
+    const timer = setTimeout(() => stop.abort(), Math.max(0, deadline - Date.now()));
+    try {
+      for await (const e of this.watchEvents({ types: ["HumanReviewResolved"], signal: stop.signal, onListening: check, maxReconnects: 3 })) {
+        if (e.data.decision_id === decisionId) await check();
+        if (found || readError !== undefined) break;
+      }
+    } catch (err) {
+      // The stream refused (403 without EVENTS_READ, 404 from a service without it) or kept
+      // failing: polling may still work, for the time left.
+      if (!(err instanceof ApiError || err instanceof TransportError)) throw err;
+      if (readError === undefined && Date.now() < deadline) return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (readError !== undefined) throw readError;
+    if (found) return found;
+    throw new ResolutionTimeoutError({ status: 0, detail: "resolution_timeout", message: `Decision ${decisionId} was still ${last?.status ?? "PENDING"} when the wait ended.` });
+  }
+
+  private async pollForResolution(decisionId: string, deadline: number, interval: number, agent: AgentIdentity | undefined): Promise<Decision> {
     for (;;) {
-      const decision = await this.getDecision(decisionId, { agent: options.agent });
-      if (decision.outcome !== "HUMAN_REVIEW" || decision.status === "RESOLVED") return decision;
+      const decision = await this.getDecision(decisionId, { agent });
+      if (isFinal(decision)) return decision;
       const left = deadline - Date.now();
       if (left <= 0) {
         throw new ResolutionTimeoutError({ status: 0, detail: "resolution_timeout", message: `Decision ${decisionId} was still ${decision.status ?? "PENDING"} when the wait ended.` });
@@ -358,6 +444,133 @@ export class MandateClient {
     return this.request("GET", `/v1/evidence/${seg(evidenceId)}`);
   }
 
+  // --- events and webhooks (early access, /v1alpha) -------------------------
+
+  /**
+   * The organization's events as they are recorded (EVENTS_READ), over Server-Sent Events
+   * (`GET /v1alpha/events:watch`), oldest first after `after`, then live; heartbeats are not
+   * yielded. A dropped connection (network failure, a 5xx, the service shutting down, a
+   * connection silent for `idleTimeoutMs`) is resumed after the last event yielded, so the
+   * iterator yields every event once: no gap, no duplicate (within the retention window).
+   * Reconnections sleep a full-jitter backoff (`backoffBaseMs` · 2^n, capped at
+   * `backoffCapMs`); after `maxReconnects` failed connections in a row it throws the last
+   * failure (TransportError or ServerError). A 4xx is never retried: 403 without EVENTS_READ,
+   * 422 for an unknown type or a cursor that is unknown or past the retention window
+   * (`cursor_expired`: start again without `after`), 429 past the organization's open streams.
+   *
+   * Until the first event, a reconnection has no cursor and starts from now again: events
+   * recorded while disconnected are not replayed (use `onListening` to re-read state then).
+   */
+  async *watchEvents(options: WatchEventsOptions = {}): AsyncGenerator<EventEnvelope, void, undefined> {
+    let cursor = options.after ?? "";
+    const maxReconnects = Math.max(0, options.maxReconnects ?? 20);
+    const idleMs = options.idleTimeoutMs ?? 45_000;
+    let failures = 0;
+    for (;;) {
+      if (options.signal?.aborted) return;
+      const params = new URLSearchParams();
+      if (options.types?.length) params.set("types", options.types.join(","));
+      if (cursor) params.set("after", cursor);
+      const url = `${this.baseUrl}/v1alpha/events:watch${params.size ? `?${params}` : ""}`;
+      const connection = new AbortController();
+      const onAbort = () => connection.abort();
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      // Until the answer's headers: the per-request timeout; after them, the idle timer.
+      let timer = setTimeout(() => connection.abort(new DOMException("timeout", "TimeoutError")), this.timeoutMs);
+      let listening = false;
+      let failure: MandateError;
+      try {
+        const res = await this.fetchImpl(url, { method: "GET", headers: { accept: "text/event-stream", "user-agent": "mandate-client-ts/0.1", ...this.orgHeaders() }, signal: connection.signal });
+        if (!res.ok || !res.body) {
+          const text = await res.text();
+          const err = errorFromResponse(res.status, parseBody(text), res.headers.get("x-request-id"));
+          if (res.status < 500) throw err;
+          failure = err;
+        } else {
+          const idle = () => {
+            clearTimeout(timer);
+            timer = setTimeout(() => connection.abort(new DOMException("idle", "TimeoutError")), idleMs);
+          };
+          idle();
+          const parser = new SseParser();
+          const decoder = new TextDecoder();
+          const reader = res.body.getReader();
+          try {
+            for (;;) {
+              const { done, value } = await reader.read();
+              if (done) break;
+              idle();
+              for (const message of parser.push(decoder.decode(value, { stream: true }))) {
+                if (!listening) {
+                  listening = true;
+                  failures = 0;
+                  await options.onListening?.();
+                  if (options.signal?.aborted) return;
+                }
+                if (message.kind !== "event") continue;
+                const envelope = JSON.parse(message.data) as EventEnvelope;
+                cursor = envelope.event_id;
+                yield envelope;
+                if (options.signal?.aborted) return;
+              }
+            }
+          } finally {
+            await reader.cancel().catch(() => undefined);
+          }
+          // The service ended the stream (it is shutting down): resume with the cursor.
+          failure = new ServerError({ status: 503, detail: "unavailable", message: "The event stream ended; resuming." });
+        }
+      } catch (err) {
+        if (options.signal?.aborted) return;
+        if (err instanceof MandateError) throw err;
+        failure = transportError(err, this.baseUrl, this.timeoutMs);
+      } finally {
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+        connection.abort();
+      }
+      if (!listening && ++failures > maxReconnects) throw failure;
+      await sleep(Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** Math.max(0, failures - 1)), options.signal);
+    }
+  }
+
+  /** Subscribes `url` to `events` (all when empty) from now on (ORG_ADMIN); the answer's `secret` is shown only here. */
+  createWebhook(options: { url: string; events?: EventName[]; description?: string }): Promise<Webhook> {
+    return this.request("POST", "/v1alpha/webhooks", { body: { url: options.url, events: options.events ?? [], description: options.description ?? "" } });
+  }
+
+  /** The organization's webhooks, never their secrets. */
+  async listWebhooks(): Promise<Webhook[]> {
+    return (await this.request<{ webhooks?: Webhook[] }>("GET", "/v1alpha/webhooks")).webhooks ?? [];
+  }
+
+  getWebhook(webhookId: string): Promise<Webhook> {
+    return this.request("GET", `/v1alpha/webhooks/${seg(webhookId)}`);
+  }
+
+  /** Removes a webhook; its pending deliveries are dropped. */
+  async deleteWebhook(webhookId: string): Promise<void> {
+    await this.request("DELETE", `/v1alpha/webhooks/${seg(webhookId)}`);
+  }
+
+  /** A new signing secret, in this answer only; the old one signs nothing from now on. Clears `failing`. */
+  rotateWebhookSecret(webhookId: string): Promise<Webhook> {
+    return this.request("POST", `/v1alpha/webhooks/${seg(webhookId)}:rotate-secret`, { body: {} });
+  }
+
+  /** Deliveries with their attempts, newest event first; pass `next_page_token` back as `pageToken`. */
+  async listWebhookDeliveries(webhookId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<{ deliveries: WebhookDelivery[]; next_page_token?: string }> {
+    const page = await this.request<{ deliveries?: WebhookDelivery[]; next_page_token?: string }>("GET", `/v1alpha/webhooks/${seg(webhookId)}/deliveries`, {
+      query: { page_size: options.pageSize, page_token: options.pageToken },
+    });
+    return { deliveries: page.deliveries ?? [], ...(page.next_page_token ? { next_page_token: page.next_page_token } : {}) };
+  }
+
+  /** Sends a delivery's event again now, with the same `webhook-id`. */
+  redeliverWebhookDelivery(webhookId: string, deliveryId: string): Promise<WebhookDelivery> {
+    return this.request("POST", `/v1alpha/webhooks/${seg(webhookId)}/deliveries/${seg(deliveryId)}:redeliver`, { body: {} });
+  }
+
   // --- transport --------------------------------------------------------------
 
   /**
@@ -402,6 +615,10 @@ export class MandateClient {
     }
   }
 
+  private hasOrgCredentials(): boolean {
+    return Boolean(this.options.apiKey || this.options.operatorKey);
+  }
+
   private orgHeaders(): Record<string, string> {
     if (this.options.apiKey) return { authorization: `Bearer ${this.options.apiKey}` };
     if (this.options.operatorKey) {
@@ -444,6 +661,21 @@ function capabilityBody(options: IssueCapabilityOptions): Record<string, unknown
   return { audience: options.audience, issued_by: options.issuedBy, ...(options.ttlSeconds !== undefined && { ttl_seconds: options.ttlSeconds }) };
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** A decision that will not change: ALLOW or DENY, or a HUMAN_REVIEW that was resolved. */
+function isFinal(decision: Decision): boolean {
+  return decision.outcome !== "HUMAN_REVIEW" || decision.status === "RESOLVED";
+}
+
+/** Sleeps `ms`, or less when `signal` aborts first. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }

@@ -69,6 +69,11 @@ export class ServerError extends ApiError {}
 export class TransportError extends MandateError {}
 /** waitForResolution gave up before the review was resolved. */
 export class ResolutionTimeoutError extends MandateError {}
+/**
+ * verifyWebhook refused a delivery (status 0): `detail` is `webhook_headers_missing`,
+ * `webhook_timestamp_stale` or `webhook_signature_invalid`. Answer it with a 4xx and drop it.
+ */
+export class WebhookVerificationError extends MandateError {}
 
 const BY_STATUS: Record<number, typeof ApiError> = {
   401: AuthenticationError,

@@ -1,9 +1,20 @@
 /**
  * Mandate's TypeScript client (`import { MandateClient, AgentKey } from "mandate/client"`):
  * local Ed25519 keys, signed Intents, decisions and reviews, Capabilities, lifecycle,
- * retries with capped exponential backoff and typed errors. See client.ts for the rules.
+ * retries with capped exponential backoff and typed errors; events (early access): the
+ * resumable stream (`watchEvents`), webhook subscriptions and `verifyWebhook` for receivers.
+ * See client.ts for the rules.
  */
-export { MandateClient, MAX_RETRIES_LIMIT, type MandateClientOptions, type RequestCredentials, type RequestOptions } from "./client.js";
+export {
+  MandateClient,
+  MAX_RETRIES_LIMIT,
+  type MandateClientOptions,
+  type RequestCredentials,
+  type RequestOptions,
+  type WaitForResolutionOptions,
+  type WatchEventsOptions,
+} from "./client.js";
+export { SseParser, verifyWebhook, WEBHOOK_TOLERANCE_SECONDS, type SseMessage, type WebhookHeaders } from "./events.js";
 export { AgentKey } from "./keys.js";
 export {
   ApiError,
@@ -19,6 +30,7 @@ export {
   ServerError,
   TransportError,
   ValidationError,
+  WebhookVerificationError,
   type FieldError,
 } from "./errors.js";
 export * from "./types.js";

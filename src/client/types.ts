@@ -20,7 +20,8 @@ export type Permission =
   | "CAPABILITY_ISSUE"
   | "CAPABILITY_VERIFY"
   | "DECISION_READ"
-  | "EVIDENCE_READ";
+  | "EVIDENCE_READ"
+  | "EVENTS_READ";
 
 /** Answer of POST /v1/sandbox/organizations. */
 export interface Sandbox {
@@ -233,4 +234,77 @@ export function boundConstraints(intent: Pick<IntentFields, "amount" | "currency
   if (intent.currency !== undefined) out.currency = intent.currency;
   if (intent.counterparty !== undefined) out.counterparty = intent.counterparty;
   return out;
+}
+
+// --- events and webhooks (early access, /v1alpha; docs/events.md, docs/webhooks.md) -------------
+
+/** The event names (docs/events.md). */
+export type EventName =
+  | "IntentReceived"
+  | "DecisionCompleted"
+  | "HumanReviewRequested"
+  | "HumanReviewResolved"
+  | "ReceiptIssued"
+  | "PolicyPublished"
+  | "AuthorityGraphUpdated"
+  | "ExecutionReconciled"
+  | "AgentStateChanged"
+  | "WebhookFailing";
+
+/** Every event name, in the order docs/events.md lists them. */
+export const EVENT_NAMES: readonly EventName[] = [
+  "IntentReceived",
+  "DecisionCompleted",
+  "HumanReviewRequested",
+  "HumanReviewResolved",
+  "ReceiptIssued",
+  "PolicyPublished",
+  "AuthorityGraphUpdated",
+  "ExecutionReconciled",
+  "AgentStateChanged",
+  "WebhookFailing",
+];
+
+/** The spec's envelope: on the stream and as a webhook body, exactly these four members. */
+export interface EventEnvelope {
+  event: EventName;
+  /** Unique, stable, sortable within an organization, and the stream's resume cursor. */
+  event_id: string;
+  /** ISO 8601 UTC with milliseconds. */
+  occurred_at: string;
+  /** The event's fields (docs/events.md): ids, versions, outcome, reason; never secrets. */
+  data: Record<string, unknown>;
+}
+
+/** A webhook subscription; `secret` (`whsec_…`) only in the answers of create and rotate. */
+export interface Webhook {
+  webhook_id: string;
+  url: string;
+  /** Event names delivered; all when empty. */
+  events: EventName[];
+  description: string;
+  state: "active" | "failing";
+  secret?: string;
+  created_at: string;
+}
+
+/** One attempt to deliver an event. */
+export interface WebhookAttempt {
+  attempted_at: string;
+  /** The receiver's HTTP status; 0 when none (timeout, refused connection). */
+  status: number;
+  latency_ms: number;
+  error?: string;
+}
+
+/** An event's delivery to one webhook; `delivery_id` is also every attempt's `webhook-id` header. */
+export interface WebhookDelivery {
+  delivery_id: string;
+  webhook_id: string;
+  event_id: string;
+  event: EventName;
+  state: "pending" | "delivered" | "failed";
+  attempts: WebhookAttempt[];
+  next_attempt_at?: string;
+  created_at: string;
 }

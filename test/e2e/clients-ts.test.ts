@@ -1,4 +1,5 @@
 import { createPrivateKey, createPublicKey } from "node:crypto";
+import net from "node:net";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -20,12 +21,16 @@ import {
   ServerError,
   TransportError,
   ValidationError,
+  verifyWebhook,
+  WebhookVerificationError,
   type AgentIdentity,
+  type EventEnvelope,
   type MandateClientOptions,
 } from "mandate/client";
+import { Webhook } from "standardwebhooks";
 import { freePort } from "../support/global-setup.js";
 import { startService, uniqueEmail, type TestService } from "../support/service.js";
-import { deferred } from "../support/wait.js";
+import { deferred, waitFor, within } from "../support/wait.js";
 
 /*
  * Issue 8: the TypeScript client (`mandate/client`) against a live service,
@@ -168,7 +173,8 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
     expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "unrecognized_action", status: "PENDING" });
 
     const [resolved] = await Promise.all([
-      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 20, timeoutMs: 20_000 }),
+      // stream: false keeps this the polling path; the stream's is tested under "events" below.
+      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 20, timeoutMs: 20_000, stream: false }),
       pollingSeen.promise.then(() => {
         pollsBeforeReview = polls;
         return client.reviewDecision(decision.decision_id, "approved", "Checked with treasury.");
@@ -192,10 +198,12 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
   it("gives up with ResolutionTimeoutError while the review stays pending", async () => {
     const { client, identity } = await sandboxAgent();
     const decision = await client.submitIntent(identity, { action: "open_account" });
-    const err = await client.waitForResolution(decision.decision_id, { timeoutMs: 300, intervalMs: 50 }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ResolutionTimeoutError);
-    expect(err).toBeInstanceOf(MandateError);
-    expect((err as ResolutionTimeoutError).detail).toBe("resolution_timeout");
+    for (const stream of [false, true]) {
+      const err = await client.waitForResolution(decision.decision_id, { timeoutMs: 300, intervalMs: 50, stream }).catch((e: unknown) => e);
+      expect(err, `stream: ${stream}`).toBeInstanceOf(ResolutionTimeoutError);
+      expect(err).toBeInstanceOf(MandateError);
+      expect((err as ResolutionTimeoutError).detail).toBe("resolution_timeout");
+    }
   });
 });
 
@@ -435,5 +443,289 @@ describe("retries (against a stub server)", () => {
     expect(err).toMatchObject({ status: 0, detail: "connection_failed" });
     expect((err as TransportError).message).toMatch(/ECONNREFUSED/);
     expect(counter.calls).toHaveLength(4);
+  });
+});
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events (early access): watchEvents over SSE, waitForResolution on the stream, webhooks.      */
+
+/** Collects what an iterator yields, in the background, until it ends or fails. */
+function collect(events: AsyncIterable<EventEnvelope>) {
+  const got: EventEnvelope[] = [];
+  const done = (async () => {
+    for await (const e of events) got.push(e);
+  })();
+  done.catch(() => undefined);
+  return { got, done };
+}
+
+/**
+ * A TCP proxy in front of the service whose open connections the test can cut: a real dropped
+ * connection, as a client sees one (the stream's socket closes mid-read). Records the request
+ * line each connection carried.
+ */
+async function cuttableProxy(target: number) {
+  const sockets = new Set<net.Socket>();
+  const requests: string[] = [];
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target, "127.0.0.1");
+    sockets.add(client).add(upstream);
+    let first = true;
+    client.on("data", (chunk: Buffer) => {
+      if (first) requests.push(chunk.toString("latin1").split("\r\n")[0]!);
+      first = false;
+    });
+    client.pipe(upstream).pipe(client);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("error", drop).on("close", drop);
+    upstream.on("error", drop).on("close", drop);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    cut: () => {
+      for (const s of sockets) s.destroy();
+    },
+    close: () => new Promise<void>((r) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => r());
+    }),
+  };
+}
+
+const WATCHDOG_MS = 30_000;
+
+describe("events: watchEvents over Server-Sent Events", () => {
+  it("yields every event once, in order, across a connection cut mid-stream, resuming with the last event_id", async () => {
+    const { sandbox, client, identity } = await sandboxAgent();
+    const proxy = await cuttableProxy(svc.port);
+    const listening = { direct: deferred(), cut: deferred() };
+    const stop = new AbortController();
+    try {
+      // The same organization watched twice: directly (the reference) and through the proxy (cut).
+      const direct = collect(client.watchEvents({ signal: stop.signal, onListening: () => listening.direct.resolve() }));
+      const viaProxy = new MandateClient({ baseUrl: proxy.url, apiKey: sandbox.api_key, backoffBaseMs: 10, backoffCapMs: 100 });
+      let connections = 0;
+      const cut = collect(viaProxy.watchEvents({ signal: stop.signal, onListening: () => void (++connections === 1 && listening.cut.resolve()) }));
+      await within("both streams listening", Promise.all([listening.direct.promise, listening.cut.promise]), WATCHDOG_MS);
+
+      for (let i = 0; i < 4; i++) await client.submitIntent(identity, { action: "reference_noop" });
+      await waitFor("the cut stream's first events", () => cut.got.length >= 6, { timeoutMs: WATCHDOG_MS });
+      const before = cut.got.length;
+      const cursor = cut.got.at(-1)!.event_id;
+      proxy.cut();
+      for (let i = 0; i < 4; i++) await client.submitIntent(identity, { action: "reference_noop" });
+      // Four Intents, three events each (IntentReceived, DecisionCompleted, ReceiptIssued), twice.
+      await waitFor("24 events on both streams", () => direct.got.length >= 24 && cut.got.length >= 24, { timeoutMs: WATCHDOG_MS });
+
+      expect(direct.got.map((e) => e.event).slice(0, 3)).toEqual(["IntentReceived", "DecisionCompleted", "ReceiptIssued"]);
+      expect(cut.got.map((e) => e.event_id)).toEqual(direct.got.map((e) => e.event_id));
+      expect(new Set(cut.got.map((e) => e.event_id)).size).toBe(cut.got.length);
+      expect(cut.got).toEqual(direct.got);
+      // It reconnected after the cut, with the last event it had yielded as the cursor.
+      expect(connections).toBeGreaterThanOrEqual(2);
+      expect(proxy.requests[0]).toBe("GET /v1alpha/events:watch HTTP/1.1");
+      expect(proxy.requests).toContain(`GET /v1alpha/events:watch?after=${cursor} HTTP/1.1`);
+      expect(before).toBeGreaterThanOrEqual(6);
+      for (const e of direct.got) {
+        expect(Object.keys(e).sort()).toEqual(["data", "event", "event_id", "occurred_at"]);
+        expect(e.occurred_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+      }
+    } finally {
+      stop.abort();
+      await proxy.close();
+    }
+  });
+
+  it("filters by type and resumes from a given cursor; ends quietly when aborted", async () => {
+    const { client, identity } = await sandboxAgent();
+    const stop = new AbortController();
+    const ready = deferred();
+    const all = collect(client.watchEvents({ signal: stop.signal, onListening: () => ready.resolve() }));
+    await within("listening", ready.promise, WATCHDOG_MS);
+    const review = await client.submitIntent(identity, { action: "open_account" });
+    const allow = await client.submitIntent(identity, { action: "reference_noop" });
+    await waitFor("six events", () => all.got.length >= 6, { timeoutMs: WATCHDOG_MS });
+    stop.abort();
+    await within("the aborted iterator's end", all.done, WATCHDOG_MS);
+
+    // From the first event on, only the two outcomes: resumed from a cursor, filtered.
+    const again = new AbortController();
+    const outcomes: EventEnvelope[] = [];
+    for await (const e of client.watchEvents({ after: all.got[0]!.event_id, types: ["DecisionCompleted", "HumanReviewRequested"], signal: again.signal })) {
+      outcomes.push(e);
+      if (outcomes.length === 2) break;
+    }
+    expect(outcomes.map((e) => [e.event, e.data.decision_id])).toEqual([
+      ["HumanReviewRequested", review.decision_id],
+      ["DecisionCompleted", allow.decision_id],
+    ]);
+  });
+
+  it("never retries a refusal: 403 without EVENTS_READ, 422 for an unknown type or cursor", async () => {
+    const counter = countingFetch();
+    const { client } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const reader = client.withApiKey((await client.createApiKey("reader", ["DECISION_READ"])).api_key);
+    const cases: [AsyncGenerator<EventEnvelope>, abstract new (...args: never[]) => MandateError, number, string][] = [
+      [reader.watchEvents(), PermissionDeniedError, 403, "permission_denied"],
+      [client.watchEvents({ types: ["NoSuchEvent" as never] }), ValidationError, 422, "validation_failed"],
+      [client.watchEvents({ after: "evt_0000000000000001_0_nope" }), ValidationError, 422, "validation_failed"],
+    ];
+    for (const [stream, Class, status, detail] of cases) {
+      counter.calls.length = 0;
+      const err = await stream.next().catch((e: unknown) => e);
+      expect(err, detail).toBeInstanceOf(Class);
+      expect(err).toMatchObject({ status, detail });
+      expect(counter.calls).toEqual(["GET /v1alpha/events:watch"]);
+    }
+  });
+
+  it("throws TransportError once the reconnections in a row are spent", async () => {
+    const closed = await freePort();
+    const counter = countingFetch();
+    const client = new MandateClient({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: "k", fetch: counter.fetch, backoffBaseMs: 1, backoffCapMs: 5 });
+    const err = await client.watchEvents({ maxReconnects: 2 }).next().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransportError);
+    expect(err).toMatchObject({ status: 0, detail: "connection_failed" });
+    expect(counter.calls).toHaveLength(3);
+  });
+});
+
+describe("events: waitForResolution", () => {
+  it("waits on the stream: one read when it listens, one after HumanReviewResolved, no polling", async () => {
+    let reads = 0;
+    const firstRead = deferred();
+    const watching: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      if (/^\/v1\/decisions\/[^/]+$/.test(new URL(String(input)).pathname) && ++reads === 1) firstRead.resolve();
+      return res;
+    };
+    const { client, identity } = await sandboxAgent({ fetch: watching });
+    const decision = await client.submitIntent(identity, { action: "wire_transfer", resource: "account:DE89-3704" });
+    expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", status: "PENDING" });
+    // A poll interval so short that polling would read many times while the review is pending.
+    const waiting = client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 1, timeoutMs: WATCHDOG_MS });
+    await within("the read at listening", firstRead.promise, WATCHDOG_MS);
+    const readsBeforeReview = reads;
+    await client.reviewDecision(decision.decision_id, "rejected", "Not this quarter.");
+    const resolved = await waiting;
+    expect(resolved).toMatchObject({ decision_id: decision.decision_id, outcome: "HUMAN_REVIEW", status: "RESOLVED", resolution: { resolution: "rejected" } });
+    expect(readsBeforeReview).toBe(1);
+    expect(reads).toBe(2);
+    // An ALLOW is final at once: one read.
+    const allow = await client.submitIntent(identity, { action: "reference_noop" });
+    expect((await client.waitForResolution(allow.decision_id)).outcome).toBe("ALLOW");
+  });
+
+  it("falls back to polling when the key may not read events", async () => {
+    const counter = countingFetch();
+    const { client, identity } = await sandboxAgent();
+    const decision = await client.submitIntent(identity, { action: "open_account" });
+    const readerKey = (await client.createApiKey("reader", ["DECISION_READ"])).api_key;
+    const reader = new MandateClient({ baseUrl: svc.baseUrl, apiKey: readerKey, fetch: counter.fetch });
+    const waiting = reader.waitForResolution(decision.decision_id, { intervalMs: 20, timeoutMs: WATCHDOG_MS });
+    await waitFor("two polls", () => counter.calls.filter((c) => c.startsWith("GET /v1/decisions/")).length >= 2, { timeoutMs: WATCHDOG_MS });
+    await client.reviewDecision(decision.decision_id, "approved", "ok");
+    expect((await waiting).status).toBe("RESOLVED");
+    expect(counter.calls[0]).toBe("GET /v1alpha/events:watch");
+    expect(counter.calls.filter((c) => c === "GET /v1alpha/events:watch")).toHaveLength(1);
+  });
+});
+
+describe("events: webhooks", () => {
+  it("subscribes a real receiver, verifies its signed deliveries, lists, redelivers, rotates and deletes", async () => {
+    const { client, identity } = await sandboxAgent();
+    const received: { body: string; headers: http.IncomingHttpHeaders }[] = [];
+    const receiver = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        received.push({ body: Buffer.concat(chunks).toString("utf8"), headers: req.headers });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+      const hook = await client.createWebhook({ url, events: ["DecisionCompleted"], description: "ts client" });
+      expect(hook).toMatchObject({ url, events: ["DecisionCompleted"], description: "ts client", state: "active" });
+      expect(hook.secret).toMatch(/^whsec_/);
+      expect((await client.listWebhooks()).map((w) => [w.webhook_id, w.secret ?? ""])).toEqual([[hook.webhook_id, ""]]);
+      expect((await client.getWebhook(hook.webhook_id)).secret ?? "").toBe("");
+
+      const decision = await client.submitIntent(identity, { action: "reference_noop" });
+      await waitFor("the delivery", () => received.length >= 1, { timeoutMs: WATCHDOG_MS });
+      const [first] = received;
+      const envelope = verifyWebhook(first!.body, first!.headers as Record<string, string>, hook.secret!);
+      expect(envelope).toMatchObject({ event: "DecisionCompleted", data: { decision_id: decision.decision_id, outcome: "ALLOW" } });
+      // A fetch Headers works as well as Node's headers, and bytes as well as text.
+      expect(verifyWebhook(new TextEncoder().encode(first!.body), new Headers(first!.headers as Record<string, string>), hook.secret!)).toEqual(envelope);
+
+      const { deliveries } = await waitFor("the delivery recorded", async () => {
+        const page = await client.listWebhookDeliveries(hook.webhook_id);
+        return page.deliveries[0]?.state === "delivered" && page;
+      });
+      expect(deliveries).toHaveLength(1);
+      expect(deliveries[0]).toMatchObject({ delivery_id: first!.headers["webhook-id"], event_id: envelope.event_id, event: "DecisionCompleted" });
+      expect(deliveries[0]!.attempts[0]!.status).toBe(204);
+      await client.redeliverWebhookDelivery(hook.webhook_id, deliveries[0]!.delivery_id);
+      await waitFor("the redelivery", () => received.length >= 2, { timeoutMs: WATCHDOG_MS });
+      expect(received[1]!.headers["webhook-id"]).toBe(first!.headers["webhook-id"]);
+
+      const rotated = await client.rotateWebhookSecret(hook.webhook_id);
+      expect(rotated.secret).toMatch(/^whsec_/);
+      expect(rotated.secret).not.toBe(hook.secret);
+      // The old secret no longer verifies what the new one signs.
+      const signed = new Webhook(rotated.secret!).sign("msg_1", new Date(), received[1]!.body);
+      const headers = { "webhook-id": "msg_1", "webhook-timestamp": String(Math.floor(Date.now() / 1000)), "webhook-signature": signed };
+      expect(verifyWebhook(received[1]!.body, headers, rotated.secret!).event_id).toBe(envelope.event_id);
+      expect(() => verifyWebhook(received[1]!.body, headers, hook.secret!)).toThrow(WebhookVerificationError);
+
+      await client.deleteWebhook(hook.webhook_id);
+      await expect(client.getWebhook(hook.webhook_id)).rejects.toBeInstanceOf(NotFoundError);
+      await expect(client.createWebhook({ url: "ftp://example.com/x" })).rejects.toBeInstanceOf(ValidationError);
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise<void>((r) => receiver.close(() => r()));
+    }
+  });
+
+  it("verifyWebhook refuses a bad signature, a stale or future timestamp and missing headers, each with its detail", () => {
+    const secret = `whsec_${Buffer.from("0123456789abcdef0123456789abcdef").toString("base64")}`;
+    const body = JSON.stringify({ event: "DecisionCompleted", event_id: "evt_1", occurred_at: "2026-11-26T21:00:00.000Z", data: { decision_id: "dec_1" } });
+    const headersAt = (seconds: number, payload = body, key = secret) => ({
+      "webhook-id": "msg_1",
+      "webhook-timestamp": String(seconds),
+      "webhook-signature": new Webhook(key).sign("msg_1", new Date(seconds * 1000), payload),
+    });
+    const now = Math.floor(Date.now() / 1000);
+    expect(verifyWebhook(body, headersAt(now), secret)).toEqual(JSON.parse(body));
+    const refused = (f: () => unknown) => {
+      try {
+        f();
+      } catch (err) {
+        expect(err).toBeInstanceOf(WebhookVerificationError);
+        expect(err).toBeInstanceOf(MandateError);
+        return (err as WebhookVerificationError).detail;
+      }
+      return "accepted";
+    };
+    expect(refused(() => verifyWebhook(body.replace("dec_1", "dec_2"), headersAt(now), secret))).toBe("webhook_signature_invalid");
+    expect(refused(() => verifyWebhook(body, headersAt(now, body, `whsec_${Buffer.from("another secret of 32 bytes......").toString("base64")}`), secret))).toBe("webhook_signature_invalid");
+    expect(refused(() => verifyWebhook(body, { ...headersAt(now), "webhook-id": "msg_2" }, secret))).toBe("webhook_signature_invalid");
+    expect(refused(() => verifyWebhook(body, headersAt(now - 301), secret))).toBe("webhook_timestamp_stale");
+    expect(refused(() => verifyWebhook(body, headersAt(now + 301), secret))).toBe("webhook_timestamp_stale");
+    expect(refused(() => verifyWebhook(body, { ...headersAt(now), "webhook-timestamp": "soon" }, secret))).toBe("webhook_timestamp_stale");
+    const { "webhook-signature": _dropped, ...unsigned } = headersAt(now);
+    expect(refused(() => verifyWebhook(body, unsigned, secret))).toBe("webhook_headers_missing");
+    // Header names in any case.
+    const upper = Object.fromEntries(Object.entries(headersAt(now)).map(([k, v]) => [k.toUpperCase(), v]));
+    expect(verifyWebhook(body, upper, secret).event_id).toBe("evt_1");
   });
 });
