@@ -243,5 +243,10 @@ results contains {"outcome": "ALLOW", "reason": "before_2030", "rule": "t"} if i
       const calm = await evaluate(svc, transport, { intent: intentDoc(agent.agentId, { action: "boom", amount: 1 }), policy_versions: { conflict: v.version } }, org.apiKey);
       expect(calm.body).toMatchObject({ outcome: "ALLOW", reason: "never" });
     }
+    // A hand-written policy whose result is not a decision's is the author's to fix too.
+    const odd = `package mandate.policies.odd\n\nactions := {"odd"}\n\nresults contains {"outcome": "MAYBE", "reason": "unsure", "rule": "m"}\n`;
+    const w = await ok(await svc.v1("POST", "/v1/policies", { bearer: org.apiKey, body: { policy_key: "odd", description: "", source: { rego: odd } } }), "odd");
+    const res = await evaluate(svc, "v1", { intent: intentDoc(agent.agentId, { action: "odd" }), policy_versions: { odd: w.version } }, org.apiKey);
+    expectResult(res, 422, "policy_runtime_error");
   }, 60_000);
 });
