@@ -49,6 +49,7 @@ export async function runPolicyTest(args: readonly string[], io: CliIo): Promise
       await writeJunit(options.junit, [built.failure]);
       return EXIT_FAILED;
     }
+    io.out(`bundle sha256 ${built.digest}, as publishing would build it`);
     // The tests run against the modules and data inside the bundle publishing would build. opa
     // build packs them reformatted (comments dropped), so where the same module exists as
     // written (the author's policies, the library) that text is used instead: same rules,

@@ -221,6 +221,31 @@ test_review if main.decision.reason == "requires_approval" with input as input_f
     expect(refused.err).toContain(`${join(unknown, "2026-roles.csv")}:3`);
     expect(refused.err).toContain("zed");
 
+    // The same graph from a YAML approval matrix (recognised by its name) and a graph fixture.
+    const { "2026-bands.csv": _bands, ...withoutBands } = files;
+    const yamlBands = await dirWith({
+      ...withoutBands,
+      "approval_matrix.yaml": "- { action: vendor_payment, currency: EUR, up_to_amount: 100, approvals_required: 0 }\n- { action: vendor_payment, currency: EUR, up_to_amount: 1000, approvals_required: 1 }\n",
+    });
+    expect((await policyTest(yamlBands)).out).toContain("PASS: 2/2");
+    const fixture = await dirWith({
+      "pay.rules.yaml": files["pay.rules.yaml"],
+      "pay_test.rego": files["pay_test.rego"],
+      "graph.yaml": `roles: [{ role: clerk, reports_to: "" }]
+memberships: [{ principal: ann, role: clerk }]
+limits: [{ holder: "role:clerk", action: vendor_payment, currency: EUR, max_amount: 1000 }]
+approval_matrix:
+  - { action: vendor_payment, currency: EUR, up_to_amount: 100, approvals_required: 0 }
+  - { action: vendor_payment, currency: EUR, up_to_amount: 1000, approvals_required: 1 }
+`,
+    });
+    expect((await policyTest(fixture)).out).toContain("PASS: 2/2");
+    // Both a fixture and documents: which graph is meant is not guessed.
+    const both = await dirWith({ ...files, "graph.yaml": "roles: []\n" });
+    const bothRun = await policyTest(both);
+    expect(bothRun.code).toBe(2);
+    expect(bothRun.err).toContain(`${join(both, "graph.yaml")}: a graph fixture and governance documents`);
+
     // A CSV that is no governance document is not ignored without a word.
     const stray = await dirWith({ ...files, "notes.csv": "a,b\n1,2\n" });
     const strayRun = await policyTest(stray);
