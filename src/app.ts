@@ -172,8 +172,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         retryScale: hooks.retryScale,
         maxInFlightPerWebhook: hooks.maxInFlightPerWebhook,
         maxInFlight: attemptsInFlight,
-        // Past the attempt's own timeout: a lease lapses only when its holder died.
-        leaseMs: hooks.timeoutMs + 15_000,
+        // Well past the attempt's own timeout: a lease lapses only when its holder died.
+        leaseMs: 2 * hooks.timeoutMs + 5_000,
         sweepMs: hooks.sweepMs,
         pageSize: 500,
       },

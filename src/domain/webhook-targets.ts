@@ -88,6 +88,8 @@ export function parseWebhookUrl(raw: string): URL | FieldError {
   // Credentials in a URL would be shown by every listing.
   if (url.username !== "" || url.password !== "") return bad("must not carry a user name or password");
   if (url.hostname === "") return bad("must name a host");
+  // The URL is stored as parsed (percent-encoded, host in ASCII), which may be longer than given.
+  if (url.toString().length > 2048) return bad("at most 2048 characters once percent-encoded");
   return url;
 }
 

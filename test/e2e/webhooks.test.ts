@@ -213,7 +213,8 @@ describe.each(TRANSPORTS)("webhook subscriptions over %s", (transport: Transport
   });
 
   it("refuses a URL that is not http(s), an unknown event name and an over-long description, naming each field", async () => {
-    for (const url of ["ftp://example.com/x", "file:///etc/passwd", "not a url", "", "http://user:pw@example.com/x", "javascript:alert(1)"]) {
+    // The last one is under 2,048 characters as given, and over once percent-encoded as stored.
+    for (const url of ["ftp://example.com/x", "file:///etc/passwd", "not a url", "", "http://user:pw@example.com/x", "javascript:alert(1)", `http://example.com/${"é".repeat(1000)}`]) {
       const res = await call(svc, transport, W.createWebhook, { url, events: [] }, as());
       expectResult(res, 422, "validation_failed");
       expect(res.body.errors.map((e: any) => e.field), url).toEqual(["url"]);
@@ -466,5 +467,89 @@ describe("two replicas on one database", () => {
     expect(new Set(got.map((r) => r.headers["webhook-id"])).size).toBe(expected);
     const stopped = await Promise.all([a.stop(), b.stop()]);
     expect(stopped).toEqual([{ code: 0, signal: null }, { code: 0, signal: null }]);
+  });
+});
+
+describe("a crash while Intents flow", () => {
+  const processes: ServiceProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.stop("SIGKILL")));
+  });
+
+  it("SIGKILL, restart: every decision answered 200 has exactly one delivery (one webhook-id) of its event, and every delivered event names a committed decision", async () => {
+    const shared = await createTestDatabase("webhook_crash");
+    const operatorKey = "op_webhook_crash";
+    const env = (port: number) => ({ PORT: String(port), DATABASE_URL: shared, MANDATE_OPERATOR_KEY: operatorKey, MANDATE_WEBHOOK_SWEEP_MS: "300", ...SHORT_SCHEDULE });
+    const first = await spawnService(env(await freePort()));
+    processes.push(first);
+    const v = createV1Client(first.baseUrl);
+    const org = await v("POST", "/v1/organizations", { body: { name: "crash" }, headers: { "x-service-operator-key": operatorKey } });
+    const apiKey: string = org.body.api_key;
+    const principal = await v("POST", "/v1/principals", { bearer: apiKey, body: { display_name: "P", kind: "person", external_ref: "p-crash" } });
+    const key = newAgentKey();
+    const agent = await v("POST", "/v1/agents", { bearer: apiKey, body: { name: "crash-agent", acting_for_principal_id: principal.body.principal_id, public_key: key.publicKey } });
+    expect((await v("POST", `/v1/agents/${agent.body.agent_id}/activate`, { bearer: apiKey, body: {} })).status).toBe(200);
+    const hook = await v("POST", "/v1alpha/webhooks", { bearer: apiKey, body: { url: receiver.url("/crash"), events: ["DecisionCompleted", "HumanReviewRequested"] } });
+    expect(hook.status).toBe(200);
+
+    // Eight clients submit Intents until the service is killed under them.
+    const answered = new Set<string>();
+    let killed = false;
+    const client = async () => {
+      while (!killed) {
+        const signed = signBody({ certificateId: agent.body.certificate_id, key }, { agent_id: agent.body.agent_id, action: "reference_noop", requested_at: new Date().toISOString(), nonce: crypto.randomUUID() });
+        try {
+          const res = await v("POST", "/v1/intents", { body: signed.bytes, headers: { "x-service-key-id": signed.keyId, "x-service-signature": signed.signature } });
+          if (res.status === 200) answered.add(res.body.decision_id);
+        } catch {
+          return; // the connection died with the service
+        }
+      }
+    };
+    const clients = Array.from({ length: 8 }, client);
+    await waitFor("decisions flowing", () => answered.size >= 60, { timeoutMs: 60_000 });
+    killed = true;
+    expect(await first.stop("SIGKILL")).toEqual({ code: null, signal: "SIGKILL" });
+    await Promise.all(clients);
+
+    const second = await spawnService(env(await freePort()));
+    processes.push(second);
+    const w = createV1Client(second.baseUrl);
+    // Every decision the organization holds, committed, whether or not its answer left.
+    const committed = new Set<string>();
+    for (let token = ""; ; ) {
+      const page = await w("GET", `/v1/decisions?agent_id=${agent.body.agent_id}&page_size=500${token ? `&page_token=${token}` : ""}`, { bearer: apiKey });
+      for (const d of page.body.decisions) committed.add(d.decision_id);
+      token = page.body.next_page_token;
+      if (!token) break;
+    }
+    for (const id of answered) expect(committed.has(id), id).toBe(true);
+    await waitFor(
+      "a delivery of every committed decision, all recorded",
+      async () => {
+        const ds: any[] = [];
+        for (let token = ""; ; ) {
+          const page = await w("GET", `/v1alpha/webhooks/${hook.body.webhook_id}/deliveries?page_size=100${token ? `&page_token=${token}` : ""}`, { bearer: apiKey });
+          ds.push(...page.body.deliveries);
+          token = page.body.next_page_token;
+          if (!token) break;
+        }
+        return ds.length === committed.size && ds.every((d) => d.state === "delivered");
+      },
+      { timeoutMs: 60_000 },
+    );
+    const got = receiver.at("/crash").map((r) => ({ id: r.headers["webhook-id"]!, event: JSON.parse(r.body) }));
+    const byDecision = new Map<string, Set<string>>();
+    for (const g of got) {
+      expect(["DecisionCompleted", "HumanReviewRequested"]).toContain(g.event.event);
+      expect(committed.has(g.event.data.decision_id), `delivered ${g.event.data.decision_id} was committed`).toBe(true);
+      const ids = byDecision.get(g.event.data.decision_id) ?? new Set<string>();
+      ids.add(g.id);
+      byDecision.set(g.event.data.decision_id, ids);
+    }
+    // Exactly one delivery per committed decision: an attempt cut by the crash may have reached the
+    // receiver and be sent again after its lease lapsed, but always under the same webhook-id.
+    expect([...byDecision.keys()].sort()).toEqual([...committed].sort());
+    for (const [decision, ids] of byDecision) expect(ids.size, decision).toBe(1);
   });
 });
