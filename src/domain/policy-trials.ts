@@ -112,14 +112,14 @@ export class PolicyTrials {
     } catch (err) {
       throw underIntent(err);
     }
+    if (request.now && !Number.isFinite(request.now.getTime())) {
+      throw validationFailed([{ field: "now", code: "out_of_range", message: "not a time a Date can hold" }]);
+    }
     const agent = await this.agents.get(caller.organizationId, intent.agent_id);
     if (!agent) throw validationFailed([{ field: "intent.agent_id", code: "unknown_agent", message: "must name an agent of this organization" }]);
     await this.requireDeclared(caller.organizationId, intent);
     const principal = await this.principals.get(caller.organizationId, agent.acting_for_principal_id);
     if (!principal) throw new MandateError("evaluation_unavailable", "The agent's principal is missing.");
-    if (request.now && !Number.isFinite(request.now.getTime())) {
-      throw validationFailed([{ field: "now", code: "out_of_range", message: "not a time a Date can hold" }]);
-    }
     const now = (request.now ?? new Date()).toISOString();
     const input: EvaluationInput = {
       intent: intent as unknown as EvaluationInput["intent"],
