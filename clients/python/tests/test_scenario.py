@@ -117,7 +117,8 @@ def test_human_review_poll_while_a_reviewer_approves_then_from_review_capability
     started = time.monotonic()
     reviewer.start()
     try:
-        final = client.wait_for_resolution(decision.decision_id, timeout=20, interval=0.1, agent=active.identity)
+        # stream=False keeps this the polling path; the stream's is tested in test_events.py.
+        final = client.wait_for_resolution(decision.decision_id, timeout=20, interval=0.1, agent=active.identity, stream=False)
     finally:
         reviewer.join()
     assert time.monotonic() - started >= 0.45
@@ -137,10 +138,11 @@ def test_human_review_poll_while_a_reviewer_approves_then_from_review_capability
 
 def test_wait_for_resolution_times_out_while_pending(org: Org, active: ActiveAgent) -> None:
     decision = org.client.submit_intent(active.identity, "open_account")
-    with pytest.raises(ResolutionTimeoutError) as err:
-        org.client.wait_for_resolution(decision.decision_id, timeout=0.3, interval=0.05)
-    assert err.value.detail == "resolution_timeout"
-    assert isinstance(err.value, MandateError) and isinstance(err.value, TimeoutError)
+    for stream in (False, True):
+        with pytest.raises(ResolutionTimeoutError) as err:
+            org.client.wait_for_resolution(decision.decision_id, timeout=0.3, interval=0.05, stream=stream)
+        assert err.value.detail == "resolution_timeout"
+        assert isinstance(err.value, MandateError) and isinstance(err.value, TimeoutError)
 
 
 def test_tampered_signature_is_an_authentication_error_sent_once(base_url: str, org: Org, active: ActiveAgent) -> None:

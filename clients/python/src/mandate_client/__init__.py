@@ -3,7 +3,9 @@
 Generates Ed25519 agent keys locally, registers agents (idempotently per key),
 signs Intents and sets the certificate headers, polls HUMAN_REVIEW decisions,
 issues and verifies Capabilities, drives the agent lifecycle, retries what is
-safe to retry and raises a typed exception per failure class.
+safe to retry and raises a typed exception per failure class. Events (early
+access): ``watch_events`` (the resumable stream), webhook subscriptions and
+``verify_webhook`` for receivers.
 
     from mandate_client import AgentKey, MandateClient
 
@@ -32,7 +34,9 @@ from .errors import (
     ServerError,
     TransportError,
     ValidationError,
+    WebhookVerificationError,
 )
+from .events import EVENT_NAMES, WEBHOOK_TOLERANCE_SECONDS, EventEnvelope, verify_webhook
 from .keys import AgentKey
 from .models import (
     Agent,
@@ -51,6 +55,9 @@ from .models import (
     Resolution,
     Sandbox,
     VerifiedCapability,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
     bound_constraints,
     js_number,
 )
@@ -76,6 +83,13 @@ __all__ = [
     "Resolution",
     "Sandbox",
     "VerifiedCapability",
+    "Webhook",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "EventEnvelope",
+    "EVENT_NAMES",
+    "WEBHOOK_TOLERANCE_SECONDS",
+    "verify_webhook",
     "bound_constraints",
     "js_number",
     "MandateError",
@@ -91,6 +105,7 @@ __all__ = [
     "ServerError",
     "TransportError",
     "ResolutionTimeoutError",
+    "WebhookVerificationError",
     "MAX_RETRIES_LIMIT",
     "DEFAULT_TIMEOUT",
     "DEFAULT_MAX_RETRIES",

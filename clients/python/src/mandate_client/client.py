@@ -21,16 +21,19 @@ Idempotency
 from __future__ import annotations
 
 import json
+import queue
 import random
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote
 
 import httpx
 
-from .errors import MandateError, ResolutionTimeoutError, TransportError, error_from_response
+from .errors import ApiError, MandateError, ResolutionTimeoutError, ServerError, TransportError, error_from_response
+from .events import EventEnvelope, SseParser
 from .keys import AgentKey
 from .models import (
     Agent,
@@ -47,6 +50,8 @@ from .models import (
     Principal,
     Sandbox,
     VerifiedCapability,
+    Webhook,
+    WebhookDelivery,
 )
 
 __all__ = ["MandateClient", "MAX_RETRIES_LIMIT", "DEFAULT_TIMEOUT", "DEFAULT_MAX_RETRIES", "DEFAULT_BACKOFF_BASE", "DEFAULT_BACKOFF_CAP"]
@@ -284,15 +289,29 @@ class MandateClient:
         return Decision.from_wire(self.request("GET", path, auth=signed))
 
     def wait_for_resolution(
-        self, decision_id: str, timeout: float = 60.0, interval: float = 1.0, *, agent: Optional[AgentIdentity] = None
+        self,
+        decision_id: str,
+        timeout: float = 60.0,
+        interval: float = 1.0,
+        *,
+        agent: Optional[AgentIdentity] = None,
+        stream: bool = True,
     ) -> Decision:
-        """Polls a decision until it is final and returns it.
+        """Waits until a decision is final and returns it.
 
-        ALLOW and DENY return at once; a HUMAN_REVIEW returns once its status
-        is ``RESOLVED`` (read ``resolution``). Raises
-        :class:`~mandate_client.errors.ResolutionTimeoutError` after ``timeout`` seconds.
+        ALLOW and DENY return at once; a HUMAN_REVIEW returns once its status is ``RESOLVED``
+        (read ``resolution``). With organization credentials (and ``stream`` true) it waits on
+        the event stream for the decision's HumanReviewResolved, reading the decision whenever
+        the stream (re)starts listening so that nothing recorded in between is missed; when the
+        stream cannot be used (a key without EVENTS_READ, a service without the stream, a
+        connection that keeps failing) it polls every ``interval`` seconds for the time left.
+        Raises :class:`~mandate_client.errors.ResolutionTimeoutError` after ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
+        if stream and (self.api_key or self.operator_key):
+            found = self._wait_on_stream(decision_id, deadline, timeout, agent)
+            if found is not None:
+                return found
         while True:
             decision = self.get_decision(decision_id, agent=agent)
             if decision.is_final:
@@ -304,6 +323,49 @@ class MandateClient:
                     detail="resolution_timeout",
                 )
             self._sleep(min(interval, left))
+
+    def _wait_on_stream(self, decision_id: str, deadline: float, timeout: float, agent: Optional[AgentIdentity]) -> Optional[Decision]:
+        """The final decision, or None when the stream could not be used (the caller polls); raises at the deadline.
+
+        The stream is read by a daemon thread that only reports (listening, the decision's
+        event, a failure) through a queue, so the deadline holds to the millisecond here while
+        a read blocks there; that thread ends at the stream's next message (a heartbeat within
+        15 s) once told to stop.
+        """
+        reports: "queue.Queue[Tuple[str, Optional[BaseException]]]" = queue.Queue()
+        stop = threading.Event()
+
+        def pump() -> None:
+            try:
+                for event in self._events(["HumanReviewResolved"], None, lambda: reports.put(("listening", None)), 3, 45.0, stop):
+                    if event.data.get("decision_id") == decision_id:
+                        reports.put(("event", None))
+            except BaseException as exc:  # reported, never lost in the thread
+                reports.put(("failed", exc))
+
+        threading.Thread(target=pump, name="mandate-wait-for-resolution", daemon=True).start()
+        last: Optional[Decision] = None
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    kind, failure = reports.get(timeout=max(0.0, left)) if left > 0 else ("timeout", None)
+                except queue.Empty:
+                    kind, failure = "timeout", None
+                if kind == "timeout":
+                    status = last.status if last is not None and last.status else "PENDING"
+                    raise ResolutionTimeoutError(f"Decision {decision_id} was still {status} after {timeout} s.", detail="resolution_timeout")
+                if kind == "failed":
+                    # Refused (403 without EVENTS_READ, 404 from a service without it) or kept failing: poll.
+                    if isinstance(failure, (ApiError, TransportError)):
+                        return None
+                    assert failure is not None
+                    raise failure
+                last = self.get_decision(decision_id, agent=agent)
+                if last.is_final:
+                    return last
+        finally:
+            stop.set()
 
     def review_decision(self, decision_id: str, resolution: str, reason: str) -> Decision:
         """Resolves a pending HUMAN_REVIEW (``approved`` or ``rejected``; REVIEWER). The outcome keeps reading HUMAN_REVIEW."""
@@ -415,6 +477,125 @@ class MandateClient:
     def get_evidence(self, evidence_id: str) -> Dict[str, Any]:
         """Reads a signed evidence record (EVIDENCE_READ)."""
         return self.request("GET", f"/v1/evidence/{_seg(evidence_id)}")  # type: ignore[no-any-return]
+
+    # --- events and webhooks (early access, /v1alpha) -----------------------
+
+    def watch_events(
+        self,
+        types: Optional[Iterable[str]] = None,
+        after: Optional[str] = None,
+        *,
+        on_listening: Optional[Callable[[], None]] = None,
+        max_reconnects: int = 20,
+        idle_timeout: float = 45.0,
+    ) -> Iterator[EventEnvelope]:
+        """The organization's events as they are recorded (EVENTS_READ), as an iterator.
+
+        Reads ``GET /v1alpha/events:watch`` (Server-Sent Events): oldest first after ``after``
+        (an ``event_id``), or from now; then live. Heartbeats are not yielded. A dropped
+        connection (network failure, a 5xx, the service shutting down, ``idle_timeout``
+        seconds without a byte: three missed heartbeats) is resumed after the last event
+        yielded, so every event is yielded once: no gap, no duplicate (within the retention
+        window). Reconnections sleep a full-jitter backoff (``backoff_base * 2**n``, at most
+        ``backoff_cap``); after ``max_reconnects`` failed connections in a row the last failure
+        is raised (TransportError or ServerError). A 4xx is never retried: 403 without
+        EVENTS_READ, 422 for an unknown type or a cursor unknown or past the retention window
+        (``cursor_expired``: start again without ``after``), 429 past the organization's open
+        streams. ``on_listening`` is called each time a connection listens (its first message
+        arrived): until the first event there is no cursor, so a reconnection starts from now
+        again and a caller re-reads its state there. Stop by leaving the loop (the connection
+        is closed when the iterator is).
+        """
+        return self._events(types, after, on_listening, max_reconnects, idle_timeout, None)
+
+    def _events(
+        self,
+        types: Optional[Iterable[str]],
+        after: Optional[str],
+        on_listening: Optional[Callable[[], None]],
+        max_reconnects: int,
+        idle_timeout: float,
+        stop: Optional[threading.Event],
+    ) -> Iterator[EventEnvelope]:
+        cursor = after or ""
+        names = ",".join(types or [])
+        failures = 0
+        while True:
+            if stop is not None and stop.is_set():
+                return
+            params = {k: v for k, v in (("types", names), ("after", cursor)) if v}
+            headers = {"accept": "text/event-stream", **self._org_headers()}
+            listening = False
+            failure: MandateError
+            try:
+                with self._http.stream("GET", "/v1alpha/events:watch", params=params, headers=headers, timeout=httpx.Timeout(self.timeout, read=idle_timeout)) as response:
+                    if not response.is_success:
+                        response.read()
+                        error = error_from_response(response.status_code, _parse(response), response.headers.get("x-request-id"))
+                        if response.status_code < 500:
+                            raise error
+                        failure = error
+                    else:
+                        parser = SseParser()
+                        for line in response.iter_lines():
+                            message = parser.line(line)
+                            if message is None:
+                                continue
+                            if not listening:
+                                listening, failures = True, 0
+                                if on_listening is not None:
+                                    on_listening()
+                            if stop is not None and stop.is_set():
+                                return
+                            if message.comment is not None:
+                                continue
+                            envelope = EventEnvelope.from_wire(json.loads(message.data))
+                            cursor = envelope.event_id
+                            yield envelope
+                        # The service ended the stream (it is shutting down): resume with the cursor.
+                        failure = ServerError("The event stream ended; resuming.", status=503, detail="unavailable")
+            except httpx.TimeoutException as exc:
+                failure = TransportError(f"No event or heartbeat from {self.base_url} within {idle_timeout} s: {exc}", detail="timeout")
+                failure.__cause__ = exc
+            except httpx.TransportError as exc:
+                failure = TransportError(f"Could not reach {self.base_url}: {exc}", detail="connection_failed")
+                failure.__cause__ = exc
+            if not listening:
+                failures += 1
+                if failures > max(0, max_reconnects):
+                    raise failure
+            self._sleep(random.uniform(0, min(self.backoff_cap, self.backoff_base * (2 ** max(0, failures - 1)))))
+
+    def create_webhook(self, url: str, events: Optional[Iterable[str]] = None, description: str = "") -> Webhook:
+        """Subscribes ``url`` to ``events`` (all when empty) from now on (ORG_ADMIN); the answer's ``secret`` is shown only here."""
+        body = {"url": url, "events": list(events or []), "description": description}
+        return Webhook.from_wire(self.request("POST", "/v1alpha/webhooks", json_body=body))
+
+    def list_webhooks(self) -> List[Webhook]:
+        """The organization's webhooks, never their secrets."""
+        return [Webhook.from_wire(w) for w in (self.request("GET", "/v1alpha/webhooks") or {}).get("webhooks") or []]
+
+    def get_webhook(self, webhook_id: str) -> Webhook:
+        return Webhook.from_wire(self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}"))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Removes a webhook; its pending deliveries are dropped."""
+        self.request("DELETE", f"/v1alpha/webhooks/{_seg(webhook_id)}")
+
+    def rotate_webhook_secret(self, webhook_id: str) -> Webhook:
+        """A new signing secret, in this answer only; the old one signs nothing from now on. Clears ``failing``."""
+        return Webhook.from_wire(self.request("POST", f"/v1alpha/webhooks/{_seg(webhook_id)}:rotate-secret", json_body={}))
+
+    def list_webhook_deliveries(self, webhook_id: str, page_size: Optional[int] = None, page_token: Optional[str] = None) -> Tuple[List[WebhookDelivery], Optional[str]]:
+        """Deliveries with their attempts, newest event first, and the next page's token (None on the last)."""
+        params = {k: str(v) for k, v in (("page_size", page_size), ("page_token", page_token)) if v}
+        page = self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}/deliveries", params=params) or {}
+        return [WebhookDelivery.from_wire(d) for d in page.get("deliveries") or []], page.get("next_page_token") or None
+
+    def redeliver_webhook_delivery(self, webhook_id: str, delivery_id: str) -> WebhookDelivery:
+        """Sends a delivery's event again now, with the same ``webhook-id``."""
+        path = f"/v1alpha/webhooks/{_seg(webhook_id)}/deliveries/{_seg(delivery_id)}:redeliver"
+        return WebhookDelivery.from_wire(self.request("POST", path, json_body={}))
 
     # --- transport ----------------------------------------------------------
 

@@ -24,6 +24,7 @@ __all__ = [
     "ServerError",
     "TransportError",
     "ResolutionTimeoutError",
+    "WebhookVerificationError",
     "error_from_response",
 ]
 
@@ -102,6 +103,13 @@ class TransportError(MandateError):
 
 class ResolutionTimeoutError(MandateError, TimeoutError):
     """``wait_for_resolution`` gave up while the review was still pending."""
+
+
+class WebhookVerificationError(MandateError):
+    """``verify_webhook`` refused a delivery (``status == 0``); answer it with a 4xx and drop it.
+
+    ``detail`` is ``webhook_headers_missing``, ``webhook_timestamp_stale`` or ``webhook_signature_invalid``.
+    """
 
 
 _BY_STATUS: Dict[int, Type[ApiError]] = {

@@ -30,6 +30,9 @@ __all__ = [
     "PolicyVersionRef",
     "GraphVersionRef",
     "GovernanceDocument",
+    "Webhook",
+    "WebhookAttempt",
+    "WebhookDelivery",
     "bound_constraints",
     "js_number",
 ]
@@ -405,3 +408,55 @@ def bound_constraints(
     if counterparty is not None:
         out["counterparty"] = counterparty
     return out
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A webhook subscription (early access); ``secret`` (``whsec_...``) only in the answers of create and rotate."""
+
+    webhook_id: str
+    url: str
+    #: Event names delivered; all when empty.
+    events: List[str]
+    description: str
+    #: ``active`` or ``failing``.
+    state: str
+    secret: Optional[str] = field(repr=False)
+    created_at: str
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "Webhook":
+        return cls(_s(raw, "webhook_id"), _s(raw, "url"), list(raw.get("events") or []), _s(raw, "description"), _s(raw, "state"), _opt(raw, "secret") or None, _s(raw, "created_at"), raw)
+
+
+@dataclass(frozen=True)
+class WebhookAttempt:
+    attempted_at: str
+    #: The receiver's HTTP status; 0 when none (timeout, refused connection).
+    status: int
+    latency_ms: int
+    error: str
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "WebhookAttempt":
+        return cls(_s(raw, "attempted_at"), int(raw.get("status") or 0), int(raw.get("latency_ms") or 0), _s(raw, "error"))
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """An event's delivery to one webhook; ``delivery_id`` is also every attempt's ``webhook-id`` header."""
+
+    delivery_id: str
+    webhook_id: str
+    event_id: str
+    event: str
+    #: ``pending``, ``delivered`` or ``failed``.
+    state: str
+    attempts: List[WebhookAttempt]
+    raw: Json = field(repr=False, compare=False)
+
+    @classmethod
+    def from_wire(cls, raw: Json) -> "WebhookDelivery":
+        attempts = [WebhookAttempt.from_wire(a) for a in raw.get("attempts") or [] if isinstance(a, dict)]
+        return cls(_s(raw, "delivery_id"), _s(raw, "webhook_id"), _s(raw, "event_id"), _s(raw, "event"), _s(raw, "state"), attempts, raw)
