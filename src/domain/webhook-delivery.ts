@@ -221,7 +221,6 @@ export class WebhookDelivery {
       const room = this.options.maxInFlight - this.inFlight.size;
       if (room <= 0) return;
       const leased = await this.store.lease(room, this.options.leaseMs, this.options.maxInFlightPerWebhook);
-      if (leased.length === 0) return;
       for (const d of leased) {
         const p: Promise<void> = this.attempt(d).finally(() => {
           this.inFlight.delete(p);
@@ -230,6 +229,8 @@ export class WebhookDelivery {
         });
         this.inFlight.add(p);
       }
+      // Fewer than asked: every webhook with something due was considered, and each is at its bound.
+      if (leased.length < room) return;
     }
   }
 
