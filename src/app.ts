@@ -60,6 +60,7 @@ import { PostgresWebhookStore } from "./storage/postgres/webhooks.js";
 import { Webhooks } from "./domain/webhooks.js";
 import { WebhookDelivery } from "./domain/webhook-delivery.js";
 import { HttpWebhookSender } from "./domain/webhook-sender.js";
+import { registerWebhookMetrics } from "./domain/webhook-metrics.js";
 import { WebhookService } from "./gen/mandate/v1alpha/events_pb.js";
 import { WebhookServiceImpl } from "./services/webhooks.js";
 import { DEFAULT_EVENT_STREAM_LIMITS, EventStreams } from "./domain/event-stream.js";
@@ -204,6 +205,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const log = evidence;
     const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
     registerPolicyMetrics(pipeline.metrics.registry, engine);
+    registerWebhookMetrics(pipeline.metrics.registry, delivery);
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
     const server = await listen({

@@ -43,6 +43,16 @@ export interface DeliveryOptions {
   pageSize: number;
 }
 
+/** Counts since start, for GET /metrics (domain/webhook-metrics.ts). */
+export interface DeliveryStats {
+  /** Attempts by how they ended: acknowledged (2xx), to be retried, or the last one failed. */
+  attempts: { delivered: number; retry: number; failed: number };
+  /** Attempts whose result could not be recorded (made again when their lease lapses). */
+  unrecorded: number;
+  /** Attempts in flight in this process now. */
+  inFlight: number;
+}
+
 const DAY_MS = 86_400_000;
 /** How often old deliveries are trimmed, and how many per statement. */
 const TRIM_EVERY_MS = 600_000;
@@ -79,6 +89,7 @@ export class WebhookDelivery {
   private trimTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly counts = { delivered: 0, retry: 0, failed: 0, unrecorded: 0 };
 
   constructor(
     private readonly store: WebhookStore,
@@ -113,6 +124,12 @@ export class WebhookDelivery {
     this.watched.add(organizationId);
     this.dirty.add(organizationId);
     this.kick();
+  }
+
+  /** What this process has done so far. */
+  stats(): DeliveryStats {
+    const { delivered, retry, failed, unrecorded } = this.counts;
+    return { attempts: { delivered, retry, failed }, unrecorded, inFlight: this.inFlight.size };
   }
 
   /** Stops waking, then waits for the attempts in flight to be recorded (each is bounded by the attempt timeout). */
@@ -263,10 +280,13 @@ export class WebhookDelivery {
         { attempted_at: attemptedAt.toISOString(), status: result.status, latency_ms: result.latencyMs, error: result.error },
         outcome,
       );
+      if (!recorded) this.counts.unrecorded++;
+      else this.counts[outcome.kind === "delivered" ? "delivered" : outcome.kind === "retry" ? "retry" : "failed"]++;
       // Retries recorded by another replica are its own timer's; one that died leaves them to the sweep.
       if (recorded && outcome.kind === "retry") this.wakeAt(outcome.at);
     } catch (err) {
       // Not recorded: the lease lapses and the attempt is made again (at least once).
+      this.counts.unrecorded++;
       this.onError(err, "recording a webhook attempt");
     }
   }

@@ -361,6 +361,13 @@ describe("deliveries", () => {
     expect(receiver.at("/flaky").filter((r) => r.status === 200)).toHaveLength(2);
     const missing = await svc.v1("POST", `/v1alpha/webhooks/${hook.webhook_id}/deliveries/msg_00000000000000000000000000:redeliver`, { bearer: org.apiKey, body: {} });
     expect(missing.status).toBe(404);
+
+    // The attempts show in /metrics (this process has made at least these).
+    const metrics = String((await svc.v1("GET", "/metrics")).body);
+    const count = (outcome: string) => Number(new RegExp(`^mandate_webhook_attempts_total\\{outcome="${outcome}"\\} (\\d+)$`, "m").exec(metrics)?.[1] ?? -1);
+    expect(count("retry")).toBeGreaterThanOrEqual(3);
+    expect(count("delivered")).toBeGreaterThanOrEqual(2);
+    expect(metrics).toMatch(/^mandate_webhook_attempts_in_flight \d+$/m);
   });
 
   it("a receiver that does not answer times out (status 0, the timeout as the error) and is retried", async () => {
