@@ -32,7 +32,7 @@ grants := data.mandate.graph_index.authority[input.principal.external_ref][input
 # no end date.
 best := [grant | some grant in grants; unexpired(grant.valid_until)][0]
 
-unexpired(valid_until) if valid_until == null
+unexpired(null)
 
 unexpired(valid_until) if {
 	is_string(input.now)
@@ -48,10 +48,7 @@ band := [b | some b in bands; input.intent.amount <= b.up_to_amount][0]
 # The authority decision, {outcome, reason, detail}, undefined when the intent is not
 # checkable. The detail says what was compared: the effective limit, the chain of holders
 # it came from (origin first, the principal last) and the approval band that applied.
-result := {"outcome": v[0], "reason": v[1], "detail": {"limit": v[2], "via": v[3], "band": v[4]}} if {
-	checkable
-	v := verdict
-}
+result := {"outcome": verdict[0], "reason": verdict[1], "detail": {"limit": verdict[2], "via": verdict[3], "band": verdict[4]}} if checkable
 
 verdict := ["DENY", "no_delegated_authority", null, null, null] if {
 	not best

@@ -40,9 +40,9 @@ decision := {"error": {"code": "malformed_policy_result", "policies": sort(malfo
 	count(malformed) > 0
 } else := {"outcome": "HUMAN_REVIEW", "reason": "unrecognized_action", "trace": []} if {
 	count(covering) == 0
-} else := {"outcome": "HUMAN_REVIEW", "reason": "no_matching_rule", "trace": trace} if {
+} else := {"outcome": "HUMAN_REVIEW", "reason": "no_matching_rule", "trace": steps_taken} if {
 	count(fired) == 0
-} else := {"outcome": winner, "reason": reason, "trace": trace}
+} else := {"outcome": winner, "reason": reason, "trace": steps_taken}
 
 # Keys of the active policies whose actions name the intent's action.
 covering := data.mandate.dispatch.covering
@@ -99,4 +99,4 @@ reason := "requires_dual_approval" if {
 # id). Sorting is explicit because WebAssembly iterates sets in hash order, not sorted.
 steps := sort(fired | {[key, null, null, null, null] | some key in abstaining})
 
-trace := [{"policy": s[0], "rule": s[1], "outcome": s[2], "reason": s[3], "detail": s[4]} | some s in steps]
+steps_taken := [{"policy": s[0], "rule": s[1], "outcome": s[2], "reason": s[3], "detail": s[4]} | some s in steps]
