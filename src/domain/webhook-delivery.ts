@@ -198,18 +198,17 @@ export class WebhookDelivery {
     let full = true;
     while (full && !this.closed) {
       full = false;
-      await this.store.enqueue(organizationId, async (claimed) => {
-        const plan = await this.plan(organizationId, claimed);
+      await this.store.enqueue(organizationId, async (claimed, head) => {
+        const plan = await this.plan(organizationId, claimed, head);
         full = plan.full;
         return plan.advances;
       });
     }
   }
 
-  private async plan(organizationId: string, claimed: ClaimedCursor[]): Promise<{ advances: CursorAdvance[]; full: boolean }> {
+  /** `head` was read before the records: every record up to it has committed, so the read below sees them all. */
+  private async plan(organizationId: string, claimed: ClaimedCursor[], head: number): Promise<{ advances: CursorAdvance[]; full: boolean }> {
     const from = Math.min(...claimed.map((c) => c.cursor_seq));
-    // The head first: every record up to it has committed, so the read below sees them all.
-    const head = await this.log.head(organizationId);
     if (head <= from) return { advances: [], full: false };
     const wantsAll = claimed.some((c) => c.events.length === 0);
     const kinds = wantsAll ? undefined : kindsOf(new Set(claimed.flatMap((c) => c.events as EventType[])));

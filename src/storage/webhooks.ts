@@ -126,12 +126,14 @@ export interface WebhookStore {
   organizations(): Promise<string[]>;
   /**
    * Claims the organization's webhooks that no other process is enqueueing for (the others are
-   * skipped, not waited for), calls `plan` with them, then in the same atomic step inserts the
-   * planned deliveries (an existing one for the same webhook and event is kept) and moves each
-   * cursor. `plan` may read other stores; nothing is written if it throws. Returns how many
-   * deliveries were inserted.
+   * skipped, not waited for) and reads the organization's evidence head once they are claimed;
+   * when a claimed cursor is behind that head, calls `plan` with them and the head (every record
+   * up to it has committed), then in the same atomic step inserts the planned deliveries (an
+   * existing one for the same webhook and event is kept) and moves each cursor forward. `plan`
+   * may read other stores; nothing is written if it throws. Returns how many deliveries were
+   * inserted.
    */
-  enqueue(organizationId: string, plan: (claimed: ClaimedCursor[]) => Promise<CursorAdvance[]>): Promise<number>;
+  enqueue(organizationId: string, plan: (claimed: ClaimedCursor[], head: number) => Promise<CursorAdvance[]>): Promise<number>;
 
   /**
    * Leases up to `limit` due deliveries (pending, next attempt now or past, not leased, webhook

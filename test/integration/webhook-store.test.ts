@@ -58,15 +58,21 @@ const delivery = (seq: number, i = 0): NewDelivery => ({
   body: JSON.stringify({ seq, i }),
 });
 
-/** Enqueues deliveries for every claimed webhook of the organization and moves each cursor to `to`. */
-async function enqueueAll(organizationId: string, seqs: number[], to: number): Promise<number> {
-  return store.enqueue(organizationId, async (claimed) => claimed.map((c): CursorAdvance => ({ webhook_id: c.webhook_id, cursor_seq: to, deliveries: seqs.map((s) => delivery(s)) })));
+/** Appends `count` records to the organization's chain (moving its head past its cursors). */
+async function record(organizationId: string, count = 1): Promise<void> {
+  await db.transaction((tx) => chain.append(tx, Array.from({ length: count }, () => ({ organizationId, kind: "test.record", subjectId: "s", payload: {} }))));
+}
+
+/** Records something, then enqueues deliveries `seqs` for every claimed webhook of the organization, moving each cursor to the head. */
+async function enqueueAll(organizationId: string, seqs: number[]): Promise<number> {
+  await record(organizationId);
+  return store.enqueue(organizationId, async (claimed, head) => claimed.map((c): CursorAdvance => ({ webhook_id: c.webhook_id, cursor_seq: head, deliveries: seqs.map((s) => delivery(s)) })));
 }
 
 describe("PostgresWebhookStore", () => {
   it("starts a webhook's cursor at its organization's head, and never passes the per-organization limit under concurrent creations", async () => {
     const org = orgs[0]!;
-    await db.transaction((tx) => chain.append(tx, [{ organizationId: org, kind: "test.record", subjectId: "s", payload: {} }]));
+    await record(org);
     const head = (await db.pool.query<{ seq: number }>("SELECT seq FROM evidence_heads WHERE organization_id = $1", [org])).rows[0]!.seq;
     const made = await Promise.all(Array.from({ length: 6 }, () => store.create(hook(org), 3)));
     expect(made.filter((m) => m !== null)).toHaveLength(3);
@@ -75,31 +81,38 @@ describe("PostgresWebhookStore", () => {
     expect(await store.behind()).not.toContain(org);
   });
 
-  it("lets one enqueuer at a time claim a cursor (the other skips it) and keeps one delivery per webhook and event", async () => {
+  it("lets one enqueuer at a time claim a cursor (the other skips it), hands it the head, and keeps one delivery per webhook and event", async () => {
     const org = orgs[1]!;
     const w = (await store.create(hook(org), 10))!;
+    // Nothing recorded since the webhook was made: nothing to plan.
+    expect(await store.enqueue(org, async () => expect.unreachable("plan called with the cursor at the head"))).toBe(0);
+    await record(org, 2);
     const holding = deferred();
     const claimedFirst = deferred();
-    const first = store.enqueue(org, async (claimed) => {
+    let planned: { from: number; head: number } | undefined;
+    const first = store.enqueue(org, async (claimed, head) => {
+      planned = { from: claimed[0]!.cursor_seq, head };
       claimedFirst.resolve();
       await holding.promise;
-      return claimed.map((c) => ({ webhook_id: c.webhook_id, cursor_seq: 2, deliveries: [delivery(1), delivery(2)] }));
+      return claimed.map((c) => ({ webhook_id: c.webhook_id, cursor_seq: head, deliveries: [delivery(1), delivery(2)] }));
     });
     await claimedFirst.promise;
-    let secondSaw: number | undefined;
-    const second = await store.enqueue(org, async (claimed) => {
-      secondSaw = claimed.length;
+    expect(planned!.head).toBe(planned!.from + 2);
+    let secondCalled = false;
+    const second = await store.enqueue(org, async () => {
+      secondCalled = true;
       return [];
     });
     expect(second).toBe(0);
     // It never saw the claimed cursor: plan is not even called when nothing could be claimed.
-    expect(secondSaw).toBeUndefined();
+    expect(secondCalled).toBe(false);
     holding.resolve();
     expect(await first).toBe(2);
     // The same events again (a replica that read an old cursor): nothing new, the cursor does not go back.
-    expect(await store.enqueue(org, async () => [{ webhook_id: w.webhook_id, cursor_seq: 1, deliveries: [delivery(1), delivery(2)] }])).toBe(0);
+    await record(org);
+    expect(await store.enqueue(org, async () => [{ webhook_id: w.webhook_id, cursor_seq: planned!.from, deliveries: [delivery(1), delivery(2)] }])).toBe(0);
     const rows = await db.pool.query<{ cursor_seq: number }>("SELECT cursor_seq FROM webhook_cursors WHERE webhook_id = $1", [w.webhook_id]);
-    expect(rows.rows[0]!.cursor_seq).toBe(2);
+    expect(rows.rows[0]!.cursor_seq).toBe(planned!.head);
     expect(await store.deliveries(org, w.webhook_id, 10)).toHaveLength(2);
     // Leasing is over every organization: this test's deliveries must not be leased by the next ones.
     await store.delete(org, w.webhook_id);
@@ -108,7 +121,7 @@ describe("PostgresWebhookStore", () => {
   it("leases each webhook's oldest due deliveries, never more than the in-flight bound across concurrent leasers, and records only under the current lease", async () => {
     const org = orgs[2]!;
     const w = (await store.create(hook(org), 10))!;
-    await enqueueAll(org, [1, 2, 3, 4, 5, 6, 7, 8], 8);
+    await enqueueAll(org, [1, 2, 3, 4, 5, 6, 7, 8]);
     const leases = await Promise.all(Array.from({ length: 4 }, () => store.lease(10, 60_000, 3)));
     const leased = leases.flat();
     expect(leased.map((d) => d.event_id).sort()).toEqual([1, 2, 3].map((s) => `evt_${String(s).padStart(16, "0")}_0_x`));
@@ -131,7 +144,7 @@ describe("PostgresWebhookStore", () => {
   it("hands a lapsed lease to the next leaser; the first holder's late result is not recorded", async () => {
     const org = orgs[3]!;
     const w = (await store.create(hook(org), 10))!;
-    await enqueueAll(org, [1], 1);
+    await enqueueAll(org, [1]);
     const [held] = await store.lease(10, 1, 1);
     const [taken] = await waitFor("the lease to lapse", async () => {
       const l = await store.lease(10, 60_000, 1);
@@ -150,7 +163,7 @@ describe("PostgresWebhookStore", () => {
   it("marks the webhook failing and appends webhook.failing once per change from active; a rotation makes it active", async () => {
     const org = orgs[4]!;
     const w = (await store.create(hook(org), 10))!;
-    await enqueueAll(org, [1, 2], 2);
+    await enqueueAll(org, [1, 2]);
     const failed = { attempted_at: new Date().toISOString(), status: 503, latency_ms: 1, error: "HTTP 503" };
     const evidence = (eventId: string) => ({ organizationId: org, kind: "webhook.failing", subjectId: w.webhook_id, payload: { webhook_id: w.webhook_id, event_id: eventId, attempts: 8 } });
     const count = async () => (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM evidence_records WHERE organization_id = $1 AND kind = 'webhook.failing'", [org])).rows[0]!.n;
@@ -165,7 +178,7 @@ describe("PostgresWebhookStore", () => {
   it("redelivers a finished delivery once, outside the schedule; never leases a deleted webhook's deliveries; trims old rows", async () => {
     const org = orgs[6]!;
     const w = (await store.create(hook(org), 10))!;
-    await enqueueAll(org, [1], 1);
+    await enqueueAll(org, [1]);
     const [d] = await store.lease(10, 60_000, 1);
     const attempt = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 1, error: "" };
     await store.record(d!.delivery_id, d!.lease_id, attempt, { kind: "delivered" });
@@ -176,7 +189,7 @@ describe("PostgresWebhookStore", () => {
     await store.record(again!.delivery_id, again!.lease_id, attempt, { kind: "delivered" });
     expect((await store.deliveries(org, w.webhook_id, 10))[0]!.attempts).toHaveLength(2);
 
-    await enqueueAll(org, [2], 2);
+    await enqueueAll(org, [2]);
     expect(await store.delete(org, w.webhook_id)).toBe(true);
     expect(await store.delete(org, w.webhook_id)).toBe(false);
     expect((await store.lease(100, 60_000, 10)).filter((l) => l.webhook_id === w.webhook_id)).toEqual([]);

@@ -16,6 +16,16 @@ const WEBHOOK_COLUMNS = "webhook_id, organization_id, url, events, description, 
 const DELIVERY_COLUMNS = `d.delivery_id, d.webhook_id, d.event_id, d.event, d.state, d.attempts, d.created_at,
   CASE WHEN d.state = 'pending' THEN d.next_attempt_at END AS next_attempt_at`;
 
+/** Appends an attempt and ends the lease, if `lease_id` still holds the delivery. */
+const RECORD = `UPDATE webhook_deliveries SET
+    attempts = attempts || jsonb_build_array($3::jsonb),
+    state = $4,
+    scheduled_attempts = scheduled_attempts + CASE WHEN redelivery THEN 0 ELSE 1 END,
+    redelivery = false,
+    next_attempt_at = coalesce($5::timestamptz, next_attempt_at),
+    lease_id = NULL, lease_until = NULL
+  WHERE delivery_id = $1 AND lease_id = $2`;
+
 /** A pending delivery that may be leased now: due and not held. */
 const DUE = "d.state = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())";
 
@@ -107,46 +117,50 @@ export class PostgresWebhookStore implements WebhookStore {
     return rows.map((r) => r.organization_id);
   }
 
-  enqueue(organizationId: string, plan: (claimed: ClaimedCursor[]) => Promise<CursorAdvance[]>): Promise<number> {
+  enqueue(organizationId: string, plan: (claimed: ClaimedCursor[], head: number) => Promise<CursorAdvance[]>): Promise<number> {
     return this.db.transaction(async (tx) => {
-      const { rows: claimed } = await tx.query<ClaimedCursor>(
-        `SELECT c.webhook_id, w.events, c.cursor_seq FROM webhook_cursors c JOIN webhooks w USING (webhook_id)
+      // The head in the same statement, read once the locks are held: records up to it committed.
+      const { rows } = await tx.query<ClaimedCursor & { head: number }>(
+        `SELECT c.webhook_id, w.events, c.cursor_seq, coalesce((SELECT seq FROM evidence_heads WHERE organization_id = $1), 0) AS head
+           FROM webhook_cursors c JOIN webhooks w USING (webhook_id)
           WHERE c.organization_id = $1 AND w.deleted_at IS NULL
           ORDER BY c.webhook_id FOR UPDATE OF c SKIP LOCKED`,
         [organizationId],
       );
-      if (claimed.length === 0) return 0;
-      const advances = await plan(claimed);
+      const head = rows[0]?.head ?? 0;
+      if (!rows.some((r) => r.cursor_seq < head)) return 0;
+      const claimed = rows.map(({ webhook_id, events, cursor_seq }) => ({ webhook_id, events, cursor_seq }));
+      const advances = await plan(claimed, head);
       const deliveries = advances.flatMap((a) => a.deliveries.map((d) => ({ ...d, webhook_id: a.webhook_id })));
-      let inserted = 0;
-      if (deliveries.length > 0) {
-        const { rowCount } = await tx.query(
-          `INSERT INTO webhook_deliveries (delivery_id, webhook_id, organization_id, event_id, event, occurred_at, body, next_attempt_at)
+      const moved = advances.filter((a) => claimed.some((c) => c.webhook_id === a.webhook_id && a.cursor_seq > c.cursor_seq));
+      if (deliveries.length === 0 && moved.length === 0) return 0;
+      // One statement: the deliveries and the cursors they move.
+      const { rows: inserted } = await tx.query<{ n: number }>(
+        `WITH moved AS (
+           UPDATE webhook_cursors c SET cursor_seq = m.seq FROM unnest($8::text[], $9::bigint[]) AS m(webhook_id, seq)
+            WHERE c.webhook_id = m.webhook_id AND m.seq > c.cursor_seq
+         ), inserted AS (
+           INSERT INTO webhook_deliveries (delivery_id, webhook_id, organization_id, event_id, event, occurred_at, body, next_attempt_at)
            SELECT v.delivery_id, v.webhook_id, $1, v.event_id, v.event, v.occurred_at, v.body, now()
              FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
                   AS v(delivery_id, webhook_id, event_id, event, occurred_at, body)
-           ON CONFLICT ON CONSTRAINT webhook_deliveries_event DO NOTHING`,
-          [
-            organizationId,
-            deliveries.map((d) => d.delivery_id),
-            deliveries.map((d) => d.webhook_id),
-            deliveries.map((d) => d.event_id),
-            deliveries.map((d) => d.event),
-            deliveries.map((d) => d.occurred_at),
-            deliveries.map((d) => d.body),
-          ],
-        );
-        inserted = rowCount ?? 0;
-      }
-      const moved = advances.filter((a) => claimed.some((c) => c.webhook_id === a.webhook_id && a.cursor_seq > c.cursor_seq));
-      if (moved.length > 0) {
-        await tx.query(
-          `UPDATE webhook_cursors c SET cursor_seq = v.seq FROM unnest($1::text[], $2::bigint[]) AS v(webhook_id, seq)
-            WHERE c.webhook_id = v.webhook_id AND v.seq > c.cursor_seq`,
-          [moved.map((a) => a.webhook_id), moved.map((a) => a.cursor_seq)],
-        );
-      }
-      return inserted;
+           ON CONFLICT ON CONSTRAINT webhook_deliveries_event DO NOTHING
+           RETURNING 1
+         )
+         SELECT count(*)::int AS n FROM inserted`,
+        [
+          organizationId,
+          deliveries.map((d) => d.delivery_id),
+          deliveries.map((d) => d.webhook_id),
+          deliveries.map((d) => d.event_id),
+          deliveries.map((d) => d.event),
+          deliveries.map((d) => d.occurred_at),
+          deliveries.map((d) => d.body),
+          moved.map((a) => a.webhook_id),
+          moved.map((a) => a.cursor_seq),
+        ],
+      );
+      return inserted[0]!.n;
     });
   }
 
@@ -193,35 +207,23 @@ export class PostgresWebhookStore implements WebhookStore {
     });
   }
 
-  record(deliveryId: string, leaseId: string, attempt: AttemptRow, outcome: AttemptOutcome): Promise<boolean> {
+  async record(deliveryId: string, leaseId: string, attempt: AttemptRow, outcome: AttemptOutcome): Promise<boolean> {
+    const state = outcome.kind === "delivered" ? "delivered" : outcome.kind === "retry" ? "pending" : "failed";
+    const values = [deliveryId, leaseId, JSON.stringify(attempt), state, outcome.kind === "retry" ? outcome.at : null];
+    // Anything but a last failure is one statement on the delivery alone.
+    if (outcome.kind !== "failed") return (await this.db.pool.query(RECORD, values)).rowCount === 1;
     return this.db.transaction(async (tx) => {
-      // The webhook row before the delivery, as leasing locks them (a failure marks the webhook).
-      let webhookId: string | undefined;
-      if (outcome.kind === "failed") {
-        const { rows } = await tx.query<{ webhook_id: string }>(
-          "SELECT w.webhook_id FROM webhooks w JOIN webhook_deliveries d USING (webhook_id) WHERE d.delivery_id = $1 FOR UPDATE OF w",
-          [deliveryId],
-        );
-        webhookId = rows[0]?.webhook_id;
-      }
-      const state = outcome.kind === "delivered" ? "delivered" : outcome.kind === "retry" ? "pending" : "failed";
-      const { rowCount } = await tx.query(
-        `UPDATE webhook_deliveries SET
-            attempts = attempts || jsonb_build_array($3::jsonb),
-            state = $4,
-            scheduled_attempts = scheduled_attempts + CASE WHEN redelivery THEN 0 ELSE 1 END,
-            redelivery = false,
-            next_attempt_at = coalesce($5::timestamptz, next_attempt_at),
-            lease_id = NULL, lease_until = NULL
-          WHERE delivery_id = $1 AND lease_id = $2`,
-        [deliveryId, leaseId, JSON.stringify(attempt), state, outcome.kind === "retry" ? outcome.at : null],
+      // The webhook row before the delivery, as leasing locks them, then the chain head.
+      const { rows } = await tx.query<{ webhook_id: string }>(
+        "SELECT w.webhook_id FROM webhooks w JOIN webhook_deliveries d USING (webhook_id) WHERE d.delivery_id = $1 FOR UPDATE OF w",
+        [deliveryId],
       );
+      const { rowCount } = await tx.query(RECORD, values);
       if (rowCount !== 1) return false;
-      if (outcome.kind === "failed" && webhookId) {
-        const { rowCount: marked } = await tx.query("UPDATE webhooks SET state = 'failing' WHERE webhook_id = $1 AND state = 'active'", [webhookId]);
-        // Only the change from active tells the organization; a webhook already failing stays quiet.
-        if (marked === 1) await this.chain.append(tx, [outcome.evidence]);
-      }
+      const webhookId = rows[0]?.webhook_id;
+      const { rowCount: marked } = await tx.query("UPDATE webhooks SET state = 'failing' WHERE webhook_id = $1 AND state = 'active'", [webhookId]);
+      // Only the change from active tells the organization; a webhook already failing stays quiet.
+      if (marked === 1) await this.chain.append(tx, [outcome.evidence]);
       return true;
     });
   }
