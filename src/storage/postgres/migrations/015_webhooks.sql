@@ -57,4 +57,7 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_event UNIQUE (webhook_id, event_id)
 );
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+-- A webhook's pending deliveries in event order: what leasing reads (the oldest due, and the count
+-- in flight), without walking the delivered ones the unique index also holds.
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, event_id) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_age ON webhook_deliveries (created_at);
