@@ -3,8 +3,10 @@
 #   - npm packages (`npm ci`) when node_modules is missing or older than package-lock.json;
 #   - the opa CLI, built from the Go module proxy at a pinned version into .tools/bin
 #     (never a downloaded release binary; the first build takes a few minutes);
-#   - redis-server for the tests (apt-get, only as root). `--for-start` skips it: the
-#     service itself runs without Redis.
+#   - redis-server and Debian's chromium for the tests (apt-get, only as root; the console's
+#     browser tests drive /usr/bin/chromium with playwright-core, which never downloads a
+#     browser). `--for-start` skips them: the service itself runs without either;
+#   - the console's build (console/dist, served at /console) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,4 +49,21 @@ if [ "$for_start" = false ]; then
     fi
   fi
   say "$(redis-server --version | cut -d' ' -f1-3)"
+  if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing chromium (apt-get) for the console's browser tests"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+      say "the console's tests need Debian's chromium (/usr/bin/chromium): install it (e.g. sudo apt-get install chromium) and run again"
+      exit 1
+    fi
+  fi
+  say "$(chromium --version 2>/dev/null | head -1)"
+fi
+
+# --- the console ----------------------------------------------------------------
+if [ ! -f console/dist/index.html ]; then
+  say "building the console (console/dist)"
+  npm run --silent build:console -- --logLevel warn
 fi

@@ -68,5 +68,8 @@ node -e '
   console.log(`vitest: ${r.numPassedTests} of ${r.numTotalTests} tests passed in ${r.testResults.length} files`);
 ' "$work/vitest.json"
 
+step "console: type check, build, browser journeys (scripts/test-console.sh)"
+npm run --silent test:console
+
 echo
 echo "== all checks passed in $((SECONDS - started)) s"

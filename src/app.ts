@@ -71,6 +71,7 @@ import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
 import { createClientAddressOf } from "./transport/client-address.js";
 import { listen } from "./transport/server.js";
+import { createConsoleRoute } from "./transport/console-assets.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
 
@@ -215,6 +216,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       pipeline,
       bodyLimit: config.limits.requestBodyBytes,
       connections: config.connections,
+      // The built console (console/dist), read once here: a build made later needs a restart.
+      console: createConsoleRoute(config.consoleDir),
       plainRoutes: {
         "/.well-known/jwks.json": () => log.jwks(),
         "/openapi.json": async () => openapi,

@@ -21,6 +21,8 @@ export interface Config {
   /** Unset: single-use consume runs as one SQL statement in Postgres. */
   redisUrl: string | undefined;
   dataDir: string;
+  /** The built console served at /console (MANDATE_CONSOLE_DIR, default console/dist; `npm run build:console`). */
+  consoleDir: string;
   /** Unset: the operator key is refused outright. */
   operatorKey: string | undefined;
   logLevel: string;
@@ -126,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     migrationDatabaseUrl: env.MANDATE_MIGRATION_DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
     dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
+    consoleDir: path.resolve(env.MANDATE_CONSOLE_DIR || path.join(projectRoot(), "console", "dist")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",
     databaseTimeoutMs: positiveIntFromEnv(env, "MANDATE_DATABASE_TIMEOUT_MS", DEFAULT_DATABASE_TIMEOUT_MS),

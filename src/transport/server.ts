@@ -45,6 +45,8 @@ export async function listen(options: {
   pipeline: RequestPipeline;
   bodyLimit: number;
   plainRoutes: Record<string, PlainRoute>;
+  /** The console's static files at /console (and `GET /`): answers and returns true for its paths. */
+  console?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   connections?: ConnectionLimits;
 }): Promise<RunningServer> {
   // Refuses to serve (NodeInternalsError, naming the Node version) where a private detail of Node
@@ -68,6 +70,7 @@ export async function listen(options: {
 
   const fallback = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
     if (eventStream(req, res)) return;
+    if (options.console?.(req, res)) return;
     const path = (req.url ?? "/").split("?")[0]!;
     const plain = options.plainRoutes[path];
     if (plain && req.method === "GET") {

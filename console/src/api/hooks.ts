@@ -1,0 +1,156 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectQueryKey, useMutation, useQuery, useTransport } from "@connectrpc/connect-query";
+import { useMutation as useTanStackMutation, useQueryClient, useQuery as useTanStackQuery } from "@tanstack/react-query";
+import { useEffect, useState } from "react";
+import { AgentService } from "../../../src/gen/mandate/v1/agents_pb.js";
+import { DecisionService, DecisionStatus, Outcome, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
+import { OrganizationService, SandboxService } from "../../../src/gen/mandate/v1/organizations_pb.js";
+import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
+import { EventService } from "../../../src/gen/mandate/v1alpha/events_pb.js";
+import { useCredential, type Credential } from "../session";
+import { transportFor } from "./transport";
+import { probePermissions, type PermissionName } from "./permissions";
+
+/*
+ * One hook per API call (CONVENTIONS.md 15), over the generated descriptors: each screen is typed
+ * against the proto and shares TanStack Query's cache, keyed by method and input.
+ */
+
+/** OrganizationService.GetOrganization: the signed-in key's organization. */
+export function useOrganization() {
+  const credential = useCredential();
+  return useQuery(OrganizationService.method.getOrganization, {}, { enabled: credential?.kind === "key", staleTime: 60_000 });
+}
+
+/** The signed-in key's permissions (derived: see permissions.ts). */
+export function usePermissions() {
+  const credential = useCredential();
+  const transport = useTransport();
+  return useTanStackQuery({
+    queryKey: ["permissions", credential?.kind, credential?.secret.slice(-8)],
+    queryFn: ({ signal }) => probePermissions(transport, signal),
+    enabled: credential?.kind === "key",
+    staleTime: Infinity,
+  });
+}
+
+/** Whether the signed-in key holds `permission` (false while unknown). */
+export function useCan(permission: PermissionName): boolean {
+  return usePermissions().data?.has(permission) ?? false;
+}
+
+/** SandboxService.CreateSandboxOrganization (no credential). */
+export function useCreateSandbox() {
+  return useMutation(SandboxService.method.createSandboxOrganization);
+}
+
+/** OrganizationService.CreateOrganization (operator key). */
+export function useCreateOrganization() {
+  return useMutation(OrganizationService.method.createOrganization);
+}
+
+/** How often the queue is polled when no event stream is open. */
+export const POLL_MS = 3_000;
+
+/** DecisionService.ListDecisions filtered to pending human reviews: the review queue. */
+export function usePendingReviews(options: { live: "stream" | "poll" | "off" }) {
+  return useQuery(
+    DecisionService.method.listDecisions,
+    { status: DecisionStatus.PENDING, outcome: Outcome.HUMAN_REVIEW, pageSize: 100 },
+    // With the stream open, a slow poll still picks up what no queue event reports (a first approval of two).
+    { refetchInterval: options.live === "poll" ? POLL_MS : options.live === "stream" ? 30_000 : false },
+  );
+}
+
+/** DecisionService.GetDecision. */
+export function useDecision(decisionId: string) {
+  return useQuery(DecisionService.method.getDecision, { decisionId });
+}
+
+/** DecisionService.ReviewDecision: the answer is the decision as it now stands, written into the cache. */
+export function useReviewDecision() {
+  const queryClient = useQueryClient();
+  const transport = useTransport();
+  return useMutation(DecisionService.method.reviewDecision, {
+    onSuccess: (decision: Decision) => {
+      queryClient.setQueryData(
+        createConnectQueryKey({ schema: DecisionService.method.getDecision, input: { decisionId: decision.decisionId }, transport, cardinality: "finite" }),
+        decision,
+      );
+      void queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: "finite" }) });
+    },
+  });
+}
+
+/** AgentService.GetAgent. */
+export function useAgent(agentId: string) {
+  return useQuery(AgentService.method.getAgent, { agentId }, { enabled: agentId !== "", staleTime: 60_000 });
+}
+
+/** PrincipalService.GetPrincipal. */
+export function usePrincipal(principalId: string | undefined) {
+  return useQuery(PrincipalService.method.getPrincipal, principalId ? { principalId } : undefined, { enabled: !!principalId, staleTime: 60_000 });
+}
+
+/** The events that change the review queue (docs/events.md). */
+const QUEUE_EVENTS = ["HumanReviewRequested", "HumanReviewResolved"];
+
+/**
+ * EventService.WatchEvents, for keys holding EVENTS_READ: every review requested or resolved
+ * refreshes the decision lists. Reports "stream" while the stream is open and "poll" when it
+ * cannot be (no permission, or it failed): the queue then polls ListDecisions every POLL_MS.
+ * Reconnects after a failure, resuming from the last event seen.
+ */
+export function useReviewEvents(enabled: boolean): "stream" | "poll" {
+  const transport = useTransport();
+  const queryClient = useQueryClient();
+  const [mode, setMode] = useState<"stream" | "poll">("poll");
+  useEffect(() => {
+    if (!enabled) {
+      setMode("poll");
+      return;
+    }
+    const abort = new AbortController();
+    let after = "";
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    const refresh = () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: "finite" }) });
+    const open = async () => {
+      try {
+        const stream = createClient(EventService, transport).watchEvents({ types: QUEUE_EVENTS, after }, { signal: abort.signal });
+        for await (const event of stream) {
+          // The first item is a heartbeat once the server listens: from then on nothing is missed.
+          setMode("stream");
+          if (event.eventId) {
+            after = event.eventId;
+            void refresh();
+          }
+        }
+      } catch {
+        if (abort.signal.aborted) return;
+      }
+      // The stream ended or failed: poll meanwhile, and open it again shortly.
+      setMode("poll");
+      retry = setTimeout(() => void open(), 5_000);
+    };
+    void open();
+    return () => {
+      abort.abort();
+      clearTimeout(retry);
+    };
+  }, [enabled, transport, queryClient]);
+  return mode;
+}
+
+/**
+ * OrganizationService.GetOrganization with a credential not yet signed in: a key is kept for
+ * the session only once the API has accepted it.
+ */
+export function useCheckCredential() {
+  return useTanStackMutation({
+    mutationFn: async (credential: Credential) => {
+      if (credential.kind === "key") return createClient(OrganizationService, transportFor(credential)).getOrganization({});
+      // The operator key is checked on its first use: the API has no call that only reads it.
+      return null;
+    },
+  });
+}

@@ -1,0 +1,78 @@
+import { mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+
+/** Debian's Chromium (scripts/setup.sh installs it); playwright-core never downloads one. */
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+/** Screenshots of every page the journeys visit (gitignored). */
+export const OUTPUT_DIR = fileURLToPath(new URL("../test-output/", import.meta.url));
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** Headless Chromium with the flags this machine's closed network needs (no background connections). */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+/** What a page reported that a user would call a fault. */
+export interface PageProblems {
+  /** console.error/console.warn messages, uncaught exceptions, CSP violations. */
+  errors: string[];
+  /** "Failed to load resource: … status of N": Chromium's own line for each non-2xx answer. */
+  httpStatuses: string[];
+}
+
+/**
+ * A page whose console and uncaught errors are collected. Chromium logs every non-2xx answer
+ * as "Failed to load resource"; those are kept apart, because the console shows API refusals
+ * on purpose (a Connect error is a 4xx), and the journeys check which ones happened.
+ */
+export async function openPage(context: BrowserContext): Promise<{ page: Page; problems: PageProblems }> {
+  const page = await context.newPage();
+  const problems: PageProblems = { errors: [], httpStatuses: [] };
+  page.on("console", (msg) => {
+    if (msg.type() !== "error" && msg.type() !== "warning") return;
+    const text = msg.text();
+    if (/^Failed to load resource: the server responded with a status of \d+/.test(text)) problems.httpStatuses.push(`${text} ${msg.location().url}`);
+    else problems.errors.push(`${msg.type()}: ${text}`);
+  });
+  page.on("pageerror", (err) => problems.errors.push(`uncaught: ${err.message}`));
+  return { page, problems };
+}
+
+/** One axe-core violation, as the journeys report it. */
+export interface Violation {
+  id: string;
+  impact: string | null;
+  help: string;
+  targets: string[];
+}
+
+/**
+ * Runs axe-core in the page (evaluated through the DevTools protocol, which the console's CSP
+ * does not apply to, so the CSP stays on) and returns the serious and critical violations.
+ */
+export async function seriousViolations(page: Page): Promise<Violation[]> {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, o: object): Promise<{ violations: { id: string; impact: string | null; help: string; nodes: { target: unknown[] }[] }[] }> } }).axe;
+    const result = await axe.run(document, { resultTypes: ["violations"] });
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(" ")) }));
+  });
+  return violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+}
+
+/** Saves a full-page screenshot as OUTPUT_DIR/<run>/<name>.png. */
+export async function screenshot(page: Page, run: string, name: string): Promise<string> {
+  const dir = path.join(OUTPUT_DIR, run);
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}

@@ -1,0 +1,277 @@
+import { randomUUID } from "node:crypto";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "../../src/client/index.js";
+import { startService, type TestService } from "../../test/support/service.js";
+import { launchChromium, openPage, screenshot, seriousViolations, type PageProblems } from "./browser.js";
+
+/*
+ * Issue 22, the console's first journeys, in Debian's Chromium against a real service: sandbox
+ * sign-up in the browser; the organization's HUMAN_REVIEW-producing policy and authority graph
+ * set up through the API (the console's policy and governance pages come later); an agent's
+ * Intent sent through the TypeScript client appears in the review queue without a reload;
+ * dual approval (the same key refused twice, a second key approving) resolves it, and the
+ * decision shows RESOLVED with its approver. Every page is screenshotted (console/test-output/)
+ * and checked by axe-core; the same journey runs at 1280×800 and at phone width. Operator mode
+ * creates an organization and its first admin key.
+ */
+
+let svc: TestService;
+let browser: Browser;
+
+beforeAll(async () => {
+  [svc, browser] = await Promise.all([startService(), launchChromium()]);
+});
+afterAll(async () => {
+  await browser?.close();
+  await svc?.close();
+});
+
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+/** Screenshot, then axe-core: no serious or critical violation on any page. */
+async function checkPage(page: Page, run: string, name: string): Promise<void> {
+  await screenshot(page, run, name);
+  const violations = await seriousViolations(page);
+  expect(violations, `${name}: axe-core found serious or critical violations`).toEqual([]);
+}
+
+/** No script error, warning or CSP violation; HTTP refusals only of the kinds the journey provoked. */
+function expectCleanConsole(problems: PageProblems, allowedStatuses: number[]): void {
+  expect(problems.errors, "console errors or warnings").toEqual([]);
+  for (const line of problems.httpStatuses) {
+    const status = Number(/status of (\d+)/.exec(line)![1]);
+    expect(allowedStatuses, line).toContain(status);
+  }
+}
+
+/**
+ * Publishes, through the API, what makes vendor payments need a human: a rules policy deferring
+ * to the authority graph, and a graph whose approval matrix asks one approval up to 5,000 USD
+ * and two up to 20,000 (four-eyes: a second key approves what the sandbox key authored).
+ */
+async function setUpReviews(baseUrl: string, sandboxKey: string): Promise<{ agent: AgentIdentity; agentName: string; principalName: string; reviewer: { keyId: string; apiKey: string } }> {
+  const admin = new MandateClient({ baseUrl, apiKey: sandboxKey });
+  const suffix = randomUUID().slice(0, 8);
+  const principalName = `Pat Payables ${suffix}`;
+  const [principal, approverKey, reviewerKey] = await Promise.all([
+    admin.createPrincipal({ displayName: principalName, kind: "person", externalRef: `pat-${suffix}` }),
+    admin.createApiKey("approver", ["POLICY_APPROVER"]),
+    admin.createApiKey("second reviewer", ["REVIEWER", "DECISION_READ"]),
+  ]);
+  const approver = admin.withApiKey(approverKey.api_key);
+  await admin.createPolicy(
+    "payments",
+    { actions: ["vendor_payment"], rules: [{ id: "hard_cap", when: { amount: { gt: 1_000_000 } }, outcome: "DENY", reason: "amount_over_hard_cap" }, { id: "authority", authority: true }] },
+    "Vendor payments within delegated authority.",
+  );
+  await admin.submitPolicyVersion("payments", 1);
+  await approver.approvePolicyVersion("payments", 1);
+  await approver.publishPolicyVersion("payments", 1);
+  const graph = await admin.createGraphVersion({
+    roles: [{ role: "clerk", reports_to: null }],
+    memberships: [{ principal: principal.external_ref, role: "clerk" }],
+    limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 50_000 }],
+    delegations: [],
+    approval_matrix: [
+      { action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 },
+      { action: "vendor_payment", currency: "USD", up_to_amount: 5_000, approvals_required: 1 },
+      { action: "vendor_payment", currency: "USD", up_to_amount: 20_000, approvals_required: 2 },
+    ],
+  });
+  await approver.approveGraphVersion(graph.version);
+  await approver.publishGraphVersion(graph.version);
+  const key = await AgentKey.generate();
+  const agentName = `payables-bot-${suffix}`;
+  const registered = await admin.registerAgent({ name: agentName, principalId: principal.principal_id, key });
+  await admin.activate(registered.agent_id);
+  return { agent: agentIdentity(registered, key), agentName, principalName, reviewer: { keyId: reviewerKey.key_id, apiKey: reviewerKey.api_key } };
+}
+
+/** The whole review journey at one viewport; `run` names its screenshot folder. */
+async function reviewJourney(run: string, viewport: { width: number; height: number }): Promise<void> {
+  const phone = viewport.width < 600;
+  const context = await browser.newContext({ viewport, baseURL: svc.baseUrl, ...(phone && { isMobile: true, hasTouch: true }) });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: svc.baseUrl });
+  const { page, problems } = await openPage(context);
+  try {
+    // Signed out, the console opens on sign-in.
+    await page.goto("/");
+    await page.waitForURL("**/console/sign-in");
+    await expect.poll(() => page.getByRole("heading", { name: "Sign in" }).isVisible()).toBe(true);
+    await checkPage(page, run, "01-sign-in");
+
+    // Sandbox sign-up: a refusal shows the API's message and field, then the key is shown once.
+    await page.getByRole("link", { name: "Create a sandbox organization" }).click();
+    await page.getByRole("heading", { name: "Create a sandbox organization" }).waitFor();
+    await checkPage(page, run, "02-sign-up");
+    await page.getByLabel("Email").fill("not-an-email");
+    await page.getByRole("button", { name: "Create sandbox" }).click();
+    const refusal = page.getByRole("alert");
+    await refusal.waitFor();
+    expect(await refusal.textContent()).toMatch(/validation_failed[\s\S]*email/);
+    await checkPage(page, run, "03-sign-up-refused");
+    await page.getByLabel("Email").fill(`console-${randomUUID().slice(0, 8)}@example.com`);
+    await page.getByRole("button", { name: "Create sandbox" }).click();
+    const keyBox = page.getByLabel("API key");
+    await keyBox.waitFor();
+    const sandboxKey = await keyBox.inputValue();
+    expect(sandboxKey).toMatch(/^mk_/);
+    const organizationId = (await page.getByTestId("organization-id").textContent())!;
+    await page.getByRole("button", { name: "Copy" }).click();
+    await page.getByText("Copied to the clipboard.").waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(sandboxKey);
+    await checkPage(page, run, "04-sign-up-key");
+    // The key never reaches a URL; it is in this tab's session storage.
+    expect(page.url()).not.toContain(sandboxKey);
+
+    // The organization and the key's permissions (a sandbox key holds all of them).
+    await page.getByRole("button", { name: "Continue with this key" }).click();
+    await page.getByRole("heading", { name: "Organization", exact: true }).waitFor();
+    await expect.poll(() => page.getByTestId("organization-id").textContent()).toBe(organizationId);
+    await page.locator('[data-permission="REVIEWER"]').waitFor();
+    expect(await page.locator('[data-held="false"]').count()).toBe(0);
+    expect(await page.evaluate(() => Object.values(sessionStorage).some((v) => v.includes("mk_")))).toBe(true);
+    await checkPage(page, run, "05-organization");
+
+    const { agent, agentName, principalName, reviewer } = await setUpReviews(svc.baseUrl, sandboxKey);
+
+    // The queue, empty, then live: the Intent appears without a reload.
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Review queue" }).click();
+    await page.getByRole("heading", { name: "Review queue" }).waitFor();
+    await page.getByText("No decision is waiting for a human review.").waitFor();
+    await checkPage(page, run, "06-review-queue-empty");
+    await page.evaluate(() => ((window as unknown as { journeyMarker: number }).journeyMarker = 1));
+    const client = new MandateClient({ baseUrl: svc.baseUrl });
+    const decision = await client.submitIntent(agent, { action: "vendor_payment", amount: 12_000, currency: "USD", counterparty: "ACME Corp" });
+    expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_dual_approval", status: "PENDING" });
+    const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
+    await row.waitFor({ timeout: 30_000 });
+    expect(await page.evaluate(() => (window as unknown as { journeyMarker?: number }).journeyMarker)).toBe(1);
+    await expect.poll(() => row.textContent()).toContain(principalName);
+    const rowText = (await row.textContent())!;
+    for (const fact of ["vendor_payment", "12,000 USD", "requires_dual_approval", agentName, "payments v1", "authority graph v1"]) expect(rowText).toContain(fact);
+    await checkPage(page, run, "07-review-queue-pending");
+
+    // The review: a note is required; the first approval is recorded; the same key is refused.
+    await row.getByRole("link").click();
+    await page.getByRole("heading", { name: `Decision ${decision.decision_id}` }).waitFor();
+    await expect.poll(() => page.getByTestId("status").textContent()).toBe("PENDING");
+    await checkPage(page, run, "08-review");
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.getByText("Write a note").waitFor();
+    await page.getByLabel("Note (required)").fill("Invoice matches PO 4711.");
+    await page.getByRole("button", { name: "Approve" }).click();
+    const first = page.getByTestId("approval");
+    await first.waitFor();
+    const firstApprover = (await first.locator("code").textContent())!;
+    expect(firstApprover).toMatch(/\S/);
+    expect(firstApprover).not.toBe(reviewer.keyId);
+    expect(await first.textContent()).toContain("Approved first by");
+    expect(await page.getByTestId("status").textContent()).toBe("PENDING");
+    await page.getByLabel("Note (required)").fill("Approving again.");
+    await page.getByRole("button", { name: "Approve" }).click();
+    const refused = page.getByRole("alert").filter({ hasText: "The review was refused" });
+    await refused.waitFor();
+    expect(await refused.textContent()).toContain("This identity already approved; a second approval must come from another reviewer.");
+    await checkPage(page, run, "09-review-same-key-refused");
+
+    // The second reviewer: a key with REVIEWER and DECISION_READ only, shown as such.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await page.getByLabel("API key").fill(reviewer.apiKey);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Organization", exact: true }).waitFor();
+    await page.locator('[data-permission="REVIEWER"][data-held="true"]').waitFor();
+    const held = await page.locator('[data-held="true"]').evaluateAll((els) => els.map((e) => e.getAttribute("data-permission")));
+    expect(held.sort()).toEqual(["DECISION_READ", "REVIEWER"]);
+    await checkPage(page, run, "10-organization-reviewer");
+    // Without EVENTS_READ the queue polls; the first approval shows who gave it.
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Review queue" }).click();
+    await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("refreshed every");
+    const pending = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
+    await expect.poll(() => pending.textContent()).toContain(`1 of 2 approvals, first by ${firstApprover}`);
+    await checkPage(page, run, "11-review-queue-reviewer");
+    await pending.getByRole("link").click();
+    await page.getByTestId("approval").waitFor();
+    await page.getByLabel("Note (required)").fill("Second pair of eyes: fine.");
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.getByTestId("resolution").waitFor();
+    expect(await page.getByTestId("status").textContent()).toBe("RESOLVED");
+    expect(await page.getByTestId("outcome").textContent()).toBe("HUMAN_REVIEW");
+    expect(await page.getByTestId("resolution-value").textContent()).toBe("approved");
+    expect(await page.getByTestId("resolved-by").textContent()).toBe(reviewer.keyId);
+    await checkPage(page, run, "12-review-resolved");
+
+    // The API agrees, and the queue no longer lists it.
+    const stored = await new MandateClient({ baseUrl: svc.baseUrl, apiKey: reviewer.apiKey }).getDecision(decision.decision_id);
+    expect(stored).toMatchObject({ outcome: "HUMAN_REVIEW", status: "RESOLVED", resolution: { resolution: "approved", resolved_by: reviewer.keyId } });
+    await page.getByRole("link", { name: "← Review queue" }).click();
+    await page.getByText("No decision is waiting for a human review.").waitFor();
+
+    // Connect answers INVALID_ARGUMENT with 400, PERMISSION_DENIED with 403, NOT_FOUND with 404: the
+    // permission probes and the refusals above. Never a 5xx, a script error or a CSP violation.
+    expectCleanConsole(problems, [400, 403, 404]);
+  } finally {
+    await context.close();
+  }
+}
+
+describe("the console", () => {
+  it("serves its pages under a CSP, with hashed assets cached for good", async () => {
+    const index = await fetch(`${svc.baseUrl}/console/reviews`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    expect(index.headers.get("cache-control")).toBe("no-cache");
+    expect(index.headers.get("content-security-policy")).toContain("script-src 'self'");
+    const html = await index.text();
+    expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+    const asset = /src="(\/console\/assets\/[^"]+\.js)"/.exec(html)![1]!;
+    const js = await fetch(svc.baseUrl + asset);
+    expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(js.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    const root = await fetch(`${svc.baseUrl}/`, { redirect: "manual" });
+    expect([root.status, root.headers.get("location")]).toEqual([302, "/console/"]);
+  });
+
+  it("at 1280×800: sandbox sign-up → an Intent in the live queue → dual approval → RESOLVED", async () => {
+    await reviewJourney("desktop", DESKTOP);
+  });
+
+  it("at phone width: the same journey reaches the queue and approves", async () => {
+    await reviewJourney("phone", PHONE);
+  });
+
+  it("operator mode creates an organization and shows its first admin key once", async () => {
+    const context = await browser.newContext({ viewport: DESKTOP, baseURL: svc.baseUrl });
+    const { page, problems } = await openPage(context);
+    try {
+      await page.goto("/console/operator");
+      await page.getByRole("heading", { name: "Operator mode" }).waitFor();
+      await checkPage(page, "operator", "01-operator-sign-in");
+      await page.getByLabel("Operator key").fill(svc.operatorKey!);
+      await page.getByRole("button", { name: "Use operator key" }).click();
+      await page.getByRole("heading", { name: "Create an organization" }).waitFor();
+      // An empty name is the API's to refuse, with its field.
+      await page.getByRole("button", { name: "Create organization" }).click();
+      const refusal = page.getByRole("alert");
+      await refusal.waitFor();
+      expect(await refusal.textContent()).toMatch(/validation_failed[\s\S]*name/);
+      const name = `Acme Treasury ${randomUUID().slice(0, 6)}`;
+      await page.getByLabel("Organization name").fill(name);
+      await page.getByRole("button", { name: "Create organization" }).click();
+      const keyBox = page.getByLabel("First admin key");
+      await keyBox.waitFor();
+      await checkPage(page, "operator", "02-organization-created");
+      const adminKey = await keyBox.inputValue();
+      const organizationId = (await page.getByTestId("organization-id").textContent())!;
+      const org = await svc.v1("GET", "/v1/organization", { bearer: adminKey });
+      expect(org.body).toMatchObject({ organization_id: organizationId, name, sandbox: false });
+      expectCleanConsole(problems, [400]);
+    } finally {
+      await context.close();
+    }
+  });
+});
