@@ -478,6 +478,8 @@ export class MandateClient {
       // Until the answer's headers: the per-request timeout; after them, the idle timer.
       let timer = setTimeout(() => connection.abort(new DOMException("timeout", "TimeoutError")), this.timeoutMs);
       let listening = false;
+      // The caller's own onListening failed: its error, never retried as a dropped connection.
+      let callbackFailure: { err: unknown } | undefined;
       let failure: MandateError;
       try {
         const res = await this.fetchImpl(url, { method: "GET", headers: { accept: "text/event-stream", "user-agent": "mandate-client-ts/0.1", ...this.orgHeaders() }, signal: connection.signal });
@@ -504,7 +506,12 @@ export class MandateClient {
                 if (!listening) {
                   listening = true;
                   failures = 0;
-                  await options.onListening?.();
+                  try {
+                    await options.onListening?.();
+                  } catch (err) {
+                    callbackFailure = { err };
+                    throw err;
+                  }
                   if (options.signal?.aborted) return;
                 }
                 if (message.kind !== "event") continue;
@@ -521,6 +528,7 @@ export class MandateClient {
           failure = new ServerError({ status: 503, detail: "unavailable", message: "The event stream ended; resuming." });
         }
       } catch (err) {
+        if (callbackFailure) throw callbackFailure.err;
         if (options.signal?.aborted) return;
         if (err instanceof MandateError) throw err;
         failure = transportError(err, this.baseUrl, this.timeoutMs);

@@ -597,6 +597,71 @@ describe("events: watchEvents over Server-Sent Events", () => {
   });
 });
 
+describe("events: watchEvents reconnection (against a stub SSE server)", () => {
+  it("resumes after a stream the server ended, a 503 and a silent connection, always from the last event yielded", async () => {
+    const envelope = (n: number) => ({ event: "AgentStateChanged", event_id: `evt_${n}`, occurred_at: "2026-11-26T21:00:00.000Z", data: { n } });
+    const frame = (n: number) => `id: evt_${n}\nevent: AgentStateChanged\ndata: ${JSON.stringify(envelope(n))}\n\n`;
+    const urls: string[] = [];
+    const open = new Set<http.ServerResponse>();
+    // Per connection: what the stub does. CRLF line ends and a message split across writes on the first.
+    const script: ((res: http.ServerResponse) => void)[] = [
+      (res) => {
+        res.write(": heartbeat\r\n\r\n");
+        res.write(frame(1).slice(0, 20));
+        res.end(frame(1).slice(20) + frame(2));
+      },
+      (res) => res.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify(UNAVAILABLE)),
+      (res) => res.write(`: heartbeat\n\n${frame(3)}`), // then silent: the idle timer drops it
+      (res) => res.write(`: heartbeat\n\n${frame(4)}`),
+    ];
+    const server = http.createServer((req, res) => {
+      urls.push(req.url!);
+      open.add(res);
+      const step = script[urls.length - 1];
+      if (!step) return void res.writeHead(500).end();
+      if (urls.length !== 2) res.writeHead(200, { "content-type": "text/event-stream" });
+      step(res);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const client = new MandateClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "k", backoffBaseMs: 1, backoffCapMs: 5 });
+      const got: EventEnvelope[] = [];
+      for await (const e of client.watchEvents({ types: ["AgentStateChanged"], idleTimeoutMs: 300 })) {
+        got.push(e);
+        if (got.length === 4) break;
+      }
+      expect(got).toEqual([1, 2, 3, 4].map(envelope));
+      expect(urls).toEqual([
+        "/v1alpha/events:watch?types=AgentStateChanged",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_2",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_2",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_3",
+      ]);
+    } finally {
+      for (const res of open) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it("lets an error of onListening through, without reconnecting", async () => {
+    const counter = countingFetch();
+    const { sandbox } = await sandboxAgent();
+    const client = new MandateClient({ baseUrl: svc.baseUrl, apiKey: sandbox.api_key, fetch: counter.fetch });
+    const mine = new Error("the caller's own failure");
+    const err = await client
+      .watchEvents({
+        onListening: () => {
+          throw mine;
+        },
+      })
+      .next()
+      .catch((e: unknown) => e);
+    expect(err).toBe(mine);
+    expect(counter.calls).toEqual(["GET /v1alpha/events:watch"]);
+  });
+});
+
 describe("events: waitForResolution", () => {
   it("waits on the stream: one read when it listens, one after HumanReviewResolved, no polling", async () => {
     let reads = 0;
