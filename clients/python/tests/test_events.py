@@ -356,3 +356,80 @@ def test_verify_webhook_refusals_each_with_its_detail() -> None:
     assert refused(body, unsigned) == "webhook_headers_missing"
     # Header names in any case.
     assert verify_webhook(body, {k.upper(): v for k, v in headers_at(now).items()}, secret).event_id == "evt_1"
+
+
+def test_watch_events_resumes_after_an_ended_stream_a_503_and_a_silent_connection() -> None:
+    """Against a stub SSE server: each kind of drop is resumed from the last event yielded."""
+
+    def envelope(n: int) -> Dict[str, object]:
+        return {"event": "AgentStateChanged", "event_id": f"evt_{n}", "occurred_at": "2026-11-26T21:00:00.000Z", "data": {"n": n}}
+
+    def frame(n: int) -> bytes:
+        return f"id: evt_{n}\nevent: AgentStateChanged\ndata: {json.dumps(envelope(n))}\n\n".encode()
+
+    paths: List[str] = []
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the body ends when the connection closes
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            paths.append(self.path)
+            n = len(paths)
+            if n == 2:
+                body = json.dumps({"detail": "unavailable", "message": "Temporarily unavailable.", "request_id": "stub"}).encode()
+                self.send_response(503)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            if n == 1:  # CRLF line ends, then the server ends the stream
+                self.wfile.write(b": heartbeat\r\n\r\n" + frame(1) + frame(2))
+            elif n == 3:  # then silent: the read timeout drops it
+                self.wfile.write(b": heartbeat\n\n" + frame(3))
+                self.wfile.flush()
+                release.wait(WATCHDOG)
+            else:
+                self.wfile.write(b": heartbeat\n\n" + frame(4))
+                self.wfile.flush()
+                release.wait(WATCHDOG)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with MandateClient(f"http://127.0.0.1:{server.server_address[1]}", api_key="k", backoff_base=0.001, backoff_cap=0.005) as client:
+            got = []
+            for event in client.watch_events(types=["AgentStateChanged"], idle_timeout=0.3):
+                got.append(event)
+                if len(got) == 4:
+                    break
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+    assert [e.raw for e in got] == [envelope(n) for n in (1, 2, 3, 4)]
+    assert paths == [
+        "/v1alpha/events:watch?types=AgentStateChanged",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_2",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_2",
+        "/v1alpha/events:watch?types=AgentStateChanged&after=evt_3",
+    ]
+
+
+def test_an_error_of_on_listening_is_raised_as_is(org: Org) -> None:
+    mine = RuntimeError("the caller's own failure")
+
+    def fail() -> None:
+        raise mine
+
+    with pytest.raises(RuntimeError) as err:
+        next(org.client.watch_events(on_listening=fail))
+    assert err.value is mine
