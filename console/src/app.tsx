@@ -1,5 +1,5 @@
 import { useQueryClient } from "@tanstack/react-query";
-import { useEffect, type ReactNode } from "react";
+import { useEffect, useRef, type ReactNode } from "react";
 import { useOrganization, usePermissions } from "./api/hooks";
 import { Link } from "./components/link";
 import { OperatorPage } from "./pages/operator";
@@ -23,8 +23,12 @@ export function App() {
   useEffect(() => {
     if (needsKey && !signedIn) navigate(credential?.kind === "operator" ? "/operator" : "/sign-in", { replace: true });
   }, [needsKey, signedIn, credential?.kind]);
+  const first = useRef(true);
   useEffect(() => {
     document.title = `${titleOf(path)} · Mandate console`;
+    // After a navigation, focus goes to the new page (as a page load would), for keyboards and screen readers.
+    if (first.current) first.current = false;
+    else document.getElementById("content")?.focus({ preventScroll: true });
   }, [path]);
   return (
     <>

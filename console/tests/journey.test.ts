@@ -3,7 +3,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "../../src/client/index.js";
 import { startService, type TestService } from "../../test/support/service.js";
-import { launchChromium, openPage, screenshot, seriousViolations, type PageProblems } from "./browser.js";
+import { launchChromium, openPage, screenshot, seriousViolations, tabTo, type PageProblems } from "./browser.js";
 
 /*
  * Issue 22, the console's first journeys, in Debian's Chromium against a real service: sandbox
@@ -141,6 +141,8 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Review queue" }).click();
     await page.getByRole("heading", { name: "Review queue" }).waitFor();
     await page.getByText("No decision is waiting for a human review.").waitFor();
+    // The sandbox key holds EVENTS_READ: the queue follows the event stream.
+    await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("event stream");
     await checkPage(page, run, "06-review-queue-empty");
     await page.evaluate(() => ((window as unknown as { journeyMarker: number }).journeyMarker = 1));
     const client = new MandateClient({ baseUrl: svc.baseUrl });
@@ -181,8 +183,10 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
-    await page.getByLabel("API key").fill(reviewer.apiKey);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    // By keyboard alone: Tab to the field, type, Enter.
+    await tabTo(page, page.getByLabel("API key"));
+    await page.keyboard.type(reviewer.apiKey);
+    await page.keyboard.press("Enter");
     await page.getByRole("heading", { name: "Organization", exact: true }).waitFor();
     await page.locator('[data-permission="REVIEWER"][data-held="true"]').waitFor();
     const held = await page.locator('[data-held="true"]').evaluateAll((els) => els.map((e) => e.getAttribute("data-permission")));
@@ -196,8 +200,12 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await checkPage(page, run, "11-review-queue-reviewer");
     await pending.getByRole("link").click();
     await page.getByTestId("approval").waitFor();
-    await page.getByLabel("Note (required)").fill("Second pair of eyes: fine.");
-    await page.getByRole("button", { name: "Approve" }).click();
+    // By keyboard alone again: the note, then Tab to Approve and Enter.
+    await tabTo(page, page.getByLabel("Note (required)"));
+    await page.keyboard.type("Second pair of eyes: fine.");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Approve");
+    await page.keyboard.press("Enter");
     await page.getByTestId("resolution").waitFor();
     expect(await page.getByTestId("status").textContent()).toBe("RESOLVED");
     expect(await page.getByTestId("outcome").textContent()).toBe("HUMAN_REVIEW");
