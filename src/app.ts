@@ -105,6 +105,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   // Every wait on this pool is bounded (503 `unavailable` past it); migrations run on a pool of
   // their own without that bound, since they may wait for another replica's.
   const db = createDatabase(databaseUrl, undefined, config.databaseTimeoutMs);
+  // One LISTEN connection per process (opened on first use), shared by every reader of events;
+  // the evidence chain announces each commit on it, after the commit (docs/events.md, Waking).
+  const notifications = new PostgresEventNotifications(databaseUrl, {
+    connectTimeoutMs: config.databaseTimeoutMs,
+    onError: (err) => logger.warn({ err }, "event notifications: the listening connection failed; readers poll until it is back"),
+  });
   try {
     let evidence: EvidenceLog | undefined;
     const migrations = createDatabase(migrationUrl ?? databaseUrl, 2, 0);
@@ -116,7 +122,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     if (applied.length) logger.info({ applied }, "migrations applied");
     if (!evidence) throw new Error("evidence log did not open");
     const signing = evidence;
-    const chain = new EvidenceChain(db, () => signing.keys);
+    const chain = new EvidenceChain(db, () => signing.keys, (organizationIds) => notifications.announce(organizationIds));
     const organizationStore = new PostgresOrganizationStore(db, chain);
     const principalStore = new PostgresPrincipalStore(db);
     const policyStore = new PostgresPolicyStore(db, chain);
@@ -150,11 +156,6 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const decisions = new Decisions(decisionStore, signatures, config.limits.requestedAtSkewSeconds);
     const trials = new PolicyTrials(evaluation, decisionStore, agentStore, principalStore, integrationStore);
     const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
-    // One LISTEN connection per process, shared by every reader of events (docs/events.md).
-    const notifications = new PostgresEventNotifications(databaseUrl, {
-      connectTimeoutMs: config.databaseTimeoutMs,
-      onError: (err) => logger.warn({ err }, "event notifications: the listening connection failed; readers poll until it is back"),
-    });
     const eventLog = new PostgresEventLogStore(db);
     // The live stream reads the same log, within the same retention window (docs/events.md).
     const eventStreams = new EventStreams(eventLog, notifications, { ...DEFAULT_EVENT_STREAM_LIMITS, retentionDays: config.webhooks.retentionDays });
@@ -250,6 +251,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       },
     };
   } catch (err) {
+    await notifications.close();
     await db.close().catch(() => undefined);
     await embedded?.stop().catch(() => undefined);
     throw err;

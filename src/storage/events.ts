@@ -49,10 +49,16 @@ export interface EventLogStore {
 
 /**
  * Wake-ups when records are committed: a hint, never the data (a reader always reads the store
- * after waking). Delivery is best effort: a wake-up may be lost (a dropped connection) or spurious,
- * so a reader also re-reads on a timer of its own.
+ * after waking). Delivery is best effort: a wake-up may be lost (a dropped connection, a crash
+ * right after a commit) or spurious, so a reader also re-reads on a timer of its own.
  */
 export interface EventNotifications {
+  /**
+   * Says that records of these organizations were just committed: wakes this process's
+   * subscribers at once and other processes' (replicas) as soon as it can. Called by the storage
+   * that appended them, after the commit and outside it; never throws.
+   */
+  announce(organizationIds: readonly string[]): void;
   /**
    * Calls `listener` (synchronously, without arguments; it must not throw) after records of
    * `organizationId` were committed, and also whenever wake-ups may have been missed (after a

@@ -12,28 +12,33 @@ import { deferred, waitFor } from "../support/wait.js";
 
 /*
  * The EventLogStore and EventNotifications contracts (src/storage/events.ts) on real Postgres:
- * reads in chain order after a position, by kind, within the retention window; wake-ups from
- * migration 014's trigger at commit, none for a rolled-back append, and a listening connection
- * that comes back (waking everyone) after Postgres cut it.
+ * reads in chain order after a position, by kind, within the retention window; wake-ups announced
+ * by the evidence chain after each commit, at once in the writing process and over NOTIFY in
+ * another ("replica" B, its own listening connection), none for a rolled-back append, and a
+ * listening connection that comes back (waking everyone) after Postgres cut it.
  */
 
 let svc: TestService;
 let db: Database;
 let chain: EvidenceChain;
 let store: PostgresEventLogStore;
+/** The writing process's notifications (the chain announces on them) and another replica's. */
 let notifications: PostgresEventNotifications;
+let replica: PostgresEventNotifications;
 
 beforeAll(async () => {
   svc = await startService();
   db = createDatabase(sharedDatabaseUrl(), 4);
   const log = await EvidenceLog.open(new PostgresEvidenceStore(db));
-  chain = new EvidenceChain(db, () => log.keys);
-  store = new PostgresEventLogStore(db);
   notifications = new PostgresEventNotifications(sharedDatabaseUrl(), { connectTimeoutMs: 3000 });
+  replica = new PostgresEventNotifications(sharedDatabaseUrl(), { connectTimeoutMs: 3000 });
+  chain = new EvidenceChain(db, () => log.keys, (organizationIds) => notifications.announce(organizationIds));
+  store = new PostgresEventLogStore(db);
 });
 
 afterAll(async () => {
   await notifications?.close();
+  await replica?.close();
   await db?.close();
   await svc?.close();
 });
@@ -80,69 +85,87 @@ describe("PostgresEventLogStore", () => {
 });
 
 describe("PostgresEventNotifications", () => {
-  /** Resolves on the next wake-up for `organizationId`. */
-  function nextWake(organizationId: string): Promise<void> {
+  /** Resolves on the next wake-up for `organizationId` on `on`. */
+  function nextWake(on: PostgresEventNotifications, organizationId: string): Promise<void> {
     const woken = deferred();
-    const off = notifications.subscribe(organizationId, () => {
+    const off = on.subscribe(organizationId, () => {
       off();
       woken.resolve();
     });
     return woken.promise;
   }
 
-  it("wakes the organization's subscribers when its records commit, and only them", async () => {
+  /** Both processes listen; connecting wakes every subscriber once, so subscribers made after it count from zero. */
+  async function bothListening(): Promise<void> {
+    for (const n of [notifications, replica]) {
+      n.subscribe("org_nobody", () => undefined)();
+      await waitFor("the listening connection", () => n.listening);
+    }
+  }
+
+  it("wakes the organization's subscribers in the writing process and in another, and only them", async () => {
+    await bothListening();
     const a = await svc.newOrg();
     const b = await svc.newOrg();
     let wokenB = 0;
-    const offB = notifications.subscribe(b.organizationId, () => wokenB++);
-    await waitFor("the listening connection", () => notifications.listening);
-    // Connecting wakes every subscriber once (whatever committed before went unannounced).
-    wokenB = 0;
+    const offB = replica.subscribe(b.organizationId, () => wokenB++);
     const all: (string | null)[] = [];
-    const offAll = notifications.subscribeAll((org) => all.push(org));
-    const wake = nextWake(a.organizationId);
+    const offAll = replica.subscribeAll((org) => all.push(org));
+    const here = nextWake(notifications, a.organizationId);
+    const there = nextWake(replica, a.organizationId);
     await append(a.organizationId, ["decision", "decision"]);
-    await wake;
+    await Promise.all([here, there]);
     offB();
     offAll();
     expect(wokenB).toBe(0);
     expect(all).toContain(a.organizationId);
   });
 
-  it("says nothing for an append that rolled back", async () => {
+  it("says nothing for an append that rolled back, and the writer ignores its own echo", async () => {
+    await bothListening();
     const a = await svc.newOrg();
-    await waitFor("the listening connection", () => notifications.listening);
-    let woken = 0;
-    const off = notifications.subscribe(a.organizationId, () => woken++);
+    let wokenHere = 0;
+    let wokenThere = 0;
+    const offHere = notifications.subscribe(a.organizationId, () => wokenHere++);
+    const offThere = replica.subscribe(a.organizationId, () => wokenThere++);
     const rolledBack = db.transaction(async (tx) => {
       await chain.append(tx, [{ organizationId: a.organizationId, kind: "decision", subjectId: "s", payload: {} }]);
       throw new Error("the change failed");
     });
     await expect(rolledBack).rejects.toThrow("the change failed");
-    // A later commit of the same organization is the barrier: notifications arrive in commit order.
-    const wake = nextWake(a.organizationId);
+    const there = nextWake(replica, a.organizationId);
     const [committed] = await append(a.organizationId, ["decision"]);
-    await wake;
-    off();
-    expect(woken).toBe(1);
+    await there;
+    // A NOTIFY sent after the writer's has reached the writer, so its echo has too (one session
+    // receives notifications in commit order).
+    const barrier = nextWake(notifications, "org_barrier");
+    const admin = new pg.Client({ connectionString: sharedDatabaseUrl() });
+    await admin.connect();
+    await admin.query("SELECT pg_notify('mandate_events', 'test|org_barrier')");
+    await admin.end();
+    await barrier;
+    offHere();
+    offThere();
+    expect([wokenHere, wokenThere]).toEqual([1, 1]);
     expect((await store.after(a.organizationId, 0, new Date(0), 100)).map((r) => r.seq)).toEqual([committed!.seq]);
   });
 
-  it("reconnects after Postgres drops the listening connection, and wakes every subscriber", async () => {
+  it("reconnects after Postgres drops the listening connections, and wakes every subscriber", async () => {
+    await bothListening();
     const a = await svc.newOrg();
-    await waitFor("the listening connection", () => notifications.listening);
     const admin = new pg.Client({ connectionString: sharedDatabaseUrl() });
     await admin.connect();
     try {
-      const reconnected = nextWake(a.organizationId);
+      const reconnected = nextWake(replica, a.organizationId);
       const { rows } = await admin.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()) t",
+        "SELECT count(*)::int AS n FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()) t",
         [APPLICATION_NAME],
       );
-      expect(rows[0]!.n).toBeGreaterThanOrEqual(1);
+      expect(rows[0]!.n).toBeGreaterThanOrEqual(2);
       // Woken without any append: what was committed meanwhile went unannounced.
       await reconnected;
-      const wake = nextWake(a.organizationId);
+      await waitFor("the writer's connection back", () => notifications.listening, { timeoutMs: 30_000 });
+      const wake = nextWake(replica, a.organizationId);
       await append(a.organizationId, ["decision"]);
       await wake;
     } finally {

@@ -24,7 +24,7 @@ let chain: EvidenceChain;
 let store: PostgresEventLogStore;
 
 /** Notifications that never arrive: every NOTIFY lost. */
-const silent: EventNotifications = { subscribe: () => () => undefined, subscribeAll: () => () => undefined, close: async () => undefined };
+const silent: EventNotifications = { announce: () => undefined, subscribe: () => () => undefined, subscribeAll: () => () => undefined, close: async () => undefined };
 
 beforeAll(async () => {
   svc = await startService();

@@ -47,6 +47,8 @@ export class Database {
   readonly pool: Queryable;
   /** Until when (performance.now()) calls fail at once: a wait timed out just before (FAIL_FAST_MS). */
   private failFastUntil = 0;
+  /** What to run after each open transaction commits, by the transaction's Queryable (see afterCommit). */
+  private readonly onCommit = new WeakMap<Queryable, (() => void)[]>();
 
   constructor(private readonly raw: pg.Pool) {
     this.pool = this.translating(raw, true);
@@ -101,10 +103,21 @@ export class Database {
       const tx = this.translating(client, false);
       // Set to destroy the connection rather than return it to the pool.
       let broken: Error | undefined;
+      // A fresh list per attempt: what an attempt that rolled back asked for is dropped with it.
+      const committed: (() => void)[] = [];
+      this.onCommit.set(tx, committed);
       try {
         await tx.query("BEGIN");
         const result = await work(tx);
         await tx.query("COMMIT");
+        // Past the COMMIT nothing may fail the transaction: a hint that throws is dropped.
+        for (const f of committed) {
+          try {
+            f();
+          } catch {
+            // See afterCommit: hints only.
+          }
+        }
         return result;
       } catch (err) {
         // Translated by `tx` already, unless `work` threw it.
@@ -119,6 +132,18 @@ export class Database {
         client.release(broken);
       }
     }
+  }
+
+  /**
+   * Runs `f` once what `q` wrote is committed: right after the COMMIT of the transaction `q`
+   * belongs to (never if it rolls back), or at once when `q` is not a transaction's (a statement
+   * on the pool has committed when it returns). For hints to readers elsewhere (event wake-ups,
+   * docs/events.md), never for anything that must be atomic with the change. `f` must not throw.
+   */
+  afterCommit(q: Queryable, f: () => void): void {
+    const committed = this.onCommit.get(q);
+    if (committed) committed.push(f);
+    else f();
   }
 
   /**

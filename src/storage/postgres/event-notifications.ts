@@ -1,7 +1,12 @@
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { EventNotifications } from "../events.js";
 
-/** The channel migration 014's trigger notifies, with a comma-separated list of organization ids (or `*`). */
+/**
+ * The channel replicas announce commits on. A payload is `<origin>|<organization ids, comma-
+ * separated>` (or `*` for every organization); `origin` names the sending process, which has
+ * woken its own subscribers already and ignores its echo.
+ */
 export const EVENTS_CHANNEL = "mandate_events";
 /** How the listening connection names itself in pg_stat_activity. */
 export const APPLICATION_NAME = "mandate-event-notifications";
@@ -15,23 +20,43 @@ const RECONNECT_MAX_MS = 5000;
  * records from their own polling (slower, never lost).
  */
 const CHECK_INTERVAL_MS = 30_000;
+/** A NOTIFY payload must stay under 8000 bytes; ids are joined up to this many per payload. */
+const PAYLOAD_BYTES = 7000;
+/** Past this many organizations waiting to be announced, one `*` says it for all. */
+const MAX_PENDING = 10_000;
 
 /**
- * Wake-ups for event readers over Postgres LISTEN/NOTIFY: ONE dedicated connection per process
- * (not a pooled one: LISTEN is session state), fanned out in process to subscribers by
- * organization. The connection is opened on the first subscription, each attempt bounded by
- * `connectTimeoutMs`, and reopened with backoff whenever it fails; after every (re)connection all
- * subscribers are woken, since notifications sent meanwhile are lost.
+ * Wake-ups for event readers (docs/events.md, Waking). The storage that appends evidence calls
+ * `announce` after each commit; this wakes the process's own subscribers at once and tells the
+ * other replicas with a NOTIFY on ONE dedicated connection per process (LISTEN is session state,
+ * so not a pooled one), which also LISTENs and fans their announcements out to subscribers here.
+ *
+ * Why not a NOTIFY inside the writing transaction (a trigger on evidence_records): Postgres
+ * serializes the commits of every transaction that has notified, WAL flush included, under one
+ * cluster-wide lock, and decisions commit concurrently; announcing after the commit, from this
+ * connection, keeps that lock off the decision path (docs/events.md has the measurement). The
+ * price is that a crash between a commit and its announcement loses the wake-up, which readers'
+ * own polling covers, as it covers a dropped connection.
+ *
+ * At most one NOTIFY is in flight; what is announced meanwhile goes out in the next, merged. The
+ * connection is opened on first use, each attempt bounded by `connectTimeoutMs`, and reopened with
+ * backoff whenever it fails; after every (re)connection all subscribers are woken, since
+ * announcements sent meanwhile are lost.
  */
 export class PostgresEventNotifications implements EventNotifications {
   private readonly byOrganization = new Map<string, Set<() => void>>();
   private readonly everyOrganization = new Set<(organizationId: string | null) => void>();
+  /** This process, in payloads (its echo is ignored). */
+  private readonly origin = randomBytes(8).toString("hex");
   private client: pg.Client | null = null;
   private connecting = false;
   private closed = false;
   private backoffMs = RECONNECT_MIN_MS;
   private retry: NodeJS.Timeout | undefined;
   private check: NodeJS.Timeout | undefined;
+  /** Organizations announced here and not yet sent to the other replicas. */
+  private readonly pending = new Set<string>();
+  private sending = false;
 
   constructor(
     private readonly connectionString: string,
@@ -51,14 +76,20 @@ export class PostgresEventNotifications implements EventNotifications {
     };
   }
 
-  /**
-   * Calls `listener` after records of any organization were committed, with its id (null when the
-   * wake-up may concern any organization: after a reconnection, or a statement spanning many).
-   */
   subscribeAll(listener: (organizationId: string | null) => void): () => void {
     this.everyOrganization.add(listener);
     this.ensureConnected();
     return () => this.everyOrganization.delete(listener);
+  }
+
+  announce(organizationIds: readonly string[]): void {
+    if (this.closed) return;
+    for (const id of organizationIds) this.wake(id);
+    this.ensureConnected();
+    // Not connected: the other replicas find these records by polling.
+    if (this.client === null) return;
+    for (const id of organizationIds) this.pending.add(id);
+    if (!this.sending) void this.send(this.client);
   }
 
   /** Whether the listening connection is up now (for tests and readiness, not for correctness). */
@@ -72,9 +103,28 @@ export class PostgresEventNotifications implements EventNotifications {
     clearInterval(this.check);
     this.byOrganization.clear();
     this.everyOrganization.clear();
+    this.pending.clear();
     const client = this.client;
     this.client = null;
     await client?.end().catch(() => undefined);
+  }
+
+  /** Sends what is pending, one NOTIFY at a time, until nothing is. */
+  private async send(client: pg.Client): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.pending.size > 0 && this.client === client) {
+        const ids = this.pending.size > MAX_PENDING ? ["*"] : [...this.pending];
+        this.pending.clear();
+        for (const payload of payloads(ids)) await client.query("SELECT pg_notify($1, $2)", [EVENTS_CHANNEL, `${this.origin}|${payload}`]);
+      }
+    } catch (err) {
+      // The connection failed: its own handlers reconnect; the replicas poll meanwhile.
+      this.pending.clear();
+      this.options.onError?.(err);
+    } finally {
+      this.sending = false;
+    }
   }
 
   private ensureConnected(): void {
@@ -84,7 +134,13 @@ export class PostgresEventNotifications implements EventNotifications {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: APPLICATION_NAME, connectionTimeoutMillis: this.options.connectTimeoutMs, query_timeout: this.options.connectTimeoutMs, keepAlive: true });
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      application_name: APPLICATION_NAME,
+      connectionTimeoutMillis: this.options.connectTimeoutMs,
+      query_timeout: this.options.connectTimeoutMs,
+      keepAlive: true,
+    });
     // Registered before connecting: an error at any point must not be an unhandled 'error' event.
     let failed = false;
     const fail = (err: unknown) => {
@@ -101,7 +157,11 @@ export class PostgresEventNotifications implements EventNotifications {
     client.on("error", fail);
     client.on("end", () => fail(new Error("event notification connection ended")));
     client.on("notification", (n) => {
-      if (n.channel === EVENTS_CHANNEL) this.dispatch(n.payload ?? "*");
+      if (n.channel !== EVENTS_CHANNEL) return;
+      const payload = n.payload ?? "*";
+      const bar = payload.indexOf("|");
+      if (bar >= 0 && payload.slice(0, bar) === this.origin) return;
+      this.dispatch(bar >= 0 ? payload.slice(bar + 1) : payload);
     });
     try {
       await client.connect();
@@ -135,22 +195,41 @@ export class PostgresEventNotifications implements EventNotifications {
     this.retry.unref();
   }
 
-  private dispatch(payload: string): void {
-    const call = (f: () => void) => {
-      try {
-        f();
-      } catch (err) {
-        this.options.onError?.(err);
-      }
-    };
-    if (payload === "*") {
-      for (const set of this.byOrganization.values()) for (const f of set) call(f);
-      for (const f of this.everyOrganization) call(() => f(null));
+  /** Wakes the subscribers of a comma-separated list of organization ids, or of all for `*`. */
+  private dispatch(ids: string): void {
+    if (ids === "*") {
+      for (const set of this.byOrganization.values()) for (const f of set) this.call(f);
+      for (const f of this.everyOrganization) this.call(() => f(null));
       return;
     }
-    for (const organizationId of payload.split(",")) {
-      for (const f of this.byOrganization.get(organizationId) ?? []) call(f);
-      for (const f of this.everyOrganization) call(() => f(organizationId));
+    for (const id of ids.split(",")) this.wake(id);
+  }
+
+  private wake(organizationId: string): void {
+    for (const f of this.byOrganization.get(organizationId) ?? []) this.call(f);
+    for (const f of this.everyOrganization) this.call(() => f(organizationId));
+  }
+
+  private call(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      this.options.onError?.(err);
     }
   }
+}
+
+/** `ids` joined by commas into payloads of at most PAYLOAD_BYTES each. */
+function payloads(ids: readonly string[]): string[] {
+  const out: string[] = [];
+  let current = "";
+  for (const id of ids) {
+    if (current !== "" && Buffer.byteLength(current) + 1 + Buffer.byteLength(id) > PAYLOAD_BYTES) {
+      out.push(current);
+      current = "";
+    }
+    current = current === "" ? id : `${current},${id}`;
+  }
+  if (current !== "") out.push(current);
+  return out;
 }

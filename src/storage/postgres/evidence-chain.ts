@@ -23,6 +23,12 @@ export class EvidenceChain {
     private readonly db: Database,
     /** The keyring that signs now (it changes when the key rotates). */
     private readonly keyring: () => EvidenceKeyring,
+    /**
+     * Told, after they commit, which organizations' chains grew: the wake-up of event readers
+     * (EventNotifications.announce, docs/events.md). Called after the commit, outside it, so the
+     * commit itself pays nothing for it; a crash in between loses only the wake-up.
+     */
+    private readonly committed: (organizationIds: readonly string[]) => void = () => undefined,
   ) {}
 
   /**
@@ -36,6 +42,7 @@ export class EvidenceChain {
     const head = await evidenceSql.lockHead(tx, organizationId);
     const sealed = await this.seal(head, entries, now);
     await evidenceSql.append(tx, sealed);
+    this.db.afterCommit(tx, () => this.committed([organizationId]));
     // Remembered before `tx` commits: if it rolls back instead, the next checked write
     // misses its head check and reads the real head, so a wrong guess costs one retry.
     const last = sealed[sealed.length - 1]!;
@@ -72,8 +79,10 @@ export class EvidenceChain {
     return { records, moves };
   }
 
-  /** After a `sealAcross` statement: remembers the heads it moved, forgets the others (read again next time). */
+  /** After a `sealAcross` statement (committed): remembers the heads it moved, forgets the others (read again next time), and announces the organizations it wrote. */
   settle(moves: readonly HeadMove[], written: ReadonlySet<string>): void {
+    // The statement ran on its own (autocommit): what it wrote is committed.
+    if (written.size > 0) this.committed([...written]);
     for (const m of moves) {
       if (written.has(m.organizationId)) this.remember(m.organizationId, m.next);
       else this.heads.delete(m.organizationId);
