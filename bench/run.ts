@@ -80,7 +80,7 @@ if (redis) console.log(versus("consumes/s on the Redis path", redis.verifyMax.pe
 if (redis && pg) console.log(`  Redis/Postgres-only consume throughput ratio ${(redis.verifyMax.perSecond / pg.verifyMax.perSecond).toFixed(2)}`);
 if (replay) console.log(versus(`replay of ${fmt(replay.recorded)} recorded Intents`, replay.firstMs, 2_000, "ms", false));
 if (webhooks) {
-  console.log(`  decisions/s without a webhook ${fmt(webhooks.withoutPerSecond)} (again ${fmt(webhooks.withoutAgainPerSecond)}), with one per organization ${fmt(webhooks.withPerSecond)}`);
+  console.log(`  decisions/s without a webhook ${fmt(webhooks.withoutPerSecond)} (again ${fmt(webhooks.withoutAgainPerSecond)}), with one per organization ${fmt(webhooks.withPerSecond)}; service CPU per decision ${fmt(webhooks.cpuMicrosWithout)} µs without, ${fmt(webhooks.cpuMicrosWith)} µs with`);
   console.log(versus("commit → first webhook attempt p50 (steady)", webhooks.steady.p50, 100, "ms", false));
   console.log(`    (p99 ${fmt(webhooks.steady.p99, 1)} ms; under max load p50 ${fmt(webhooks.underLoad.p50, 1)} ms, p99 ${fmt(webhooks.underLoad.p99, 1)} ms)`);
 }

@@ -27,6 +27,9 @@ export interface WebhooksSummary {
   withoutPerSecond: number;
   withoutAgainPerSecond: number;
   withPerSecond: number;
+  /** Service CPU per decision (µs) without a webhook (the mean of both runs), and with one (its delivery included). */
+  cpuMicrosWithout: number;
+  cpuMicrosWith: number;
   /** Commit to first attempt at the steady rate. */
   steady: Latency;
   /** Commit to first attempt during the max-concurrency run (deliveries queue behind decisions there). */
@@ -71,10 +74,14 @@ export async function runWebhooksBench(log: (line: string) => void = console.log
         answered.set(JSON.parse(res.text).decision_id as string, at);
         return true;
       };
+      // Service CPU per decision (deliveries included) is what the machine's load changes least.
       const maxRun = async (label: string) => {
+        const cpu0 = svc.cpuTimes();
         const run = await closedLoop(CONCURRENCY, MAX_RUN, submit(signIntents(agents, MAX_RUN)), MAX_SECONDS);
-        log(describeRun(label, run));
-        return run;
+        const cpu1 = svc.cpuTimes();
+        const cpuMicros = ((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / Math.max(1, run.ok)) * 1e6;
+        log(`${describeRun(label, run)}   service CPU per decision ${fmt(cpuMicros)} µs`);
+        return { ...run, cpuMicros };
       };
       /** Commit-to-first-attempt latencies of the decisions answered since `from`, once each has arrived (or the deadline passed). */
       const latencies = async (ids: string[], deadlineMs = 120_000): Promise<{ latency: Latency; missing: number }> => {
@@ -105,9 +112,17 @@ export async function runWebhooksBench(log: (line: string) => void = console.log
       for (let i = 0; i < orgs.length; i++) await client.request("DELETE", `/v1alpha/webhooks/${hooks[i].webhook_id}`, undefined, { authorization: `Bearer ${orgs[i]}` });
       const again = await maxRun("  without a webhook again, max concurrency");
       log(`  ${fmt(deliveries)} requests reached the receiver in all`);
-      const summary = { withoutPerSecond: without.perSecond, withoutAgainPerSecond: again.perSecond, withPerSecond: withHook.perSecond, steady: steady.latency, underLoad: underLoad.latency };
+      const summary = {
+        withoutPerSecond: without.perSecond,
+        withoutAgainPerSecond: again.perSecond,
+        withPerSecond: withHook.perSecond,
+        cpuMicrosWithout: (without.cpuMicros + again.cpuMicros) / 2,
+        cpuMicrosWith: withHook.cpuMicros,
+        steady: steady.latency,
+        underLoad: underLoad.latency,
+      };
       const base = (summary.withoutPerSecond + summary.withoutAgainPerSecond) / 2;
-      log(`  decisions/s: ${fmt(summary.withoutPerSecond)} without, ${fmt(summary.withPerSecond)} with a webhook, ${fmt(summary.withoutAgainPerSecond)} without again (${fmt(((summary.withPerSecond - base) / base) * 100, 1)} % against the mean without)`);
+      log(`  decisions/s: ${fmt(summary.withoutPerSecond)} without, ${fmt(summary.withPerSecond)} with a webhook, ${fmt(summary.withoutAgainPerSecond)} without again (${fmt(((summary.withPerSecond - base) / base) * 100, 1)} % against the mean without); service CPU per decision ${fmt(summary.cpuMicrosWithout)} µs without, ${fmt(summary.cpuMicrosWith)} µs with its delivery`);
       return summary;
     } finally {
       client.close();
