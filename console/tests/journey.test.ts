@@ -219,6 +219,22 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await page.getByRole("link", { name: "← Review queue" }).click();
     await page.getByText("No decision is waiting for a human review.").waitFor();
 
+    if (!phone) {
+      // A single-approval review, rejected: the resolution says so and the outcome is unchanged.
+      const small = await client.submitIntent(agent, { action: "vendor_payment", amount: 2_500, currency: "USD", counterparty: "ACME Corp" });
+      expect(small).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_approval" });
+      const smallRow = page.locator(`li[data-decision-id="${small.decision_id}"]`);
+      await smallRow.waitFor({ timeout: 30_000 });
+      await smallRow.getByRole("link").click();
+      await page.getByLabel("Note (required)").fill("Counterparty not on the vendor list.");
+      await page.getByRole("button", { name: "Reject" }).click();
+      await page.getByTestId("resolution").waitFor();
+      expect(await page.getByTestId("resolution-value").textContent()).toBe("rejected");
+      expect(await page.getByTestId("status").textContent()).toBe("RESOLVED");
+      expect(await page.getByTestId("outcome").textContent()).toBe("HUMAN_REVIEW");
+      await checkPage(page, run, "13-review-rejected");
+    }
+
     // Connect answers INVALID_ARGUMENT with 400, PERMISSION_DENIED with 403, NOT_FOUND with 404: the
     // permission probes and the refusals above. Never a 5xx, a script error or a CSP violation.
     expectCleanConsole(problems, [400, 403, 404]);
@@ -250,6 +266,42 @@ describe("the console", () => {
 
   it("at phone width: the same journey reaches the queue and approves", async () => {
     await reviewJourney("phone", PHONE);
+  });
+
+  it("a key is refused with the API's message; a key without DECISION_READ sees neither the queue nor its page", async () => {
+    const org = await svc.newOrg();
+    const admin = new MandateClient({ baseUrl: svc.baseUrl, apiKey: org.apiKey });
+    const limited = await admin.createApiKey("agents only", ["AGENT_ADMIN"]);
+    const context = await browser.newContext({ viewport: DESKTOP, baseURL: svc.baseUrl });
+    const { page, problems } = await openPage(context);
+    try {
+      await page.goto("/console/sign-in");
+      await page.getByLabel("API key").fill("mk_not-a-key");
+      await page.getByRole("button", { name: "Sign in" }).click();
+      const refusal = page.getByRole("alert");
+      await refusal.waitFor();
+      expect(await refusal.textContent()).toContain("The API key is unknown or revoked.");
+      expect(await refusal.textContent()).toContain("unknown_key");
+      await checkPage(page, "limited", "01-sign-in-refused");
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+
+      await page.getByLabel("API key").fill(limited.api_key);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.locator('[data-permission="AGENT_ADMIN"][data-held="true"]').waitFor();
+      const held = await page.locator('[data-held="true"]').evaluateAll((els) => els.map((e) => e.getAttribute("data-permission")));
+      expect(held).toEqual(["AGENT_ADMIN"]);
+      const nav = page.getByRole("navigation", { name: "Main" });
+      expect(await nav.getByRole("link", { name: "Review queue" }).count()).toBe(0);
+      await checkPage(page, "limited", "02-organization-agents-only");
+      await page.goto("/console/reviews");
+      await page.getByRole("heading", { name: "Not available to this key" }).waitFor();
+      expect(await page.getByText("DECISION_READ").count()).toBeGreaterThan(0);
+      await checkPage(page, "limited", "03-reviews-not-available");
+      // 401 for the unknown key, 403 and 404 from the permission probes.
+      expectCleanConsole(problems, [400, 401, 403, 404]);
+    } finally {
+      await context.close();
+    }
   });
 
   it("operator mode creates an organization and shows its first admin key once", async () => {
