@@ -235,8 +235,10 @@ export class Intents {
       try {
         return await this.decide(signer, intent, bytes, reused, null);
       } catch (err) {
-        if (!(err instanceof MandateError)) throw err;
-        // Whatever a reused context led to refusing is decided again on a fresh read: that
+        // A policy that could not be evaluated is not a question of the context's age: evaluating
+        // it again would cost a second time limit (a slow tenant's attempt counted twice).
+        if (!(err instanceof MandateError) || err.code === "evaluation_unavailable") throw err;
+        // Whatever else a reused context led to refusing is decided again on a fresh read: that
         // context skipped the nonce lookup (a replay is answered before later checks) and may
         // be out of date (the commit found the policy, contract or agent changed).
         this.recent.delete(key);

@@ -116,8 +116,8 @@ const COOL_DOWN_MS = 1_000;
  * it shares with others at most once per bundle, by at most the limit. Every evaluation is
  * timed; one past the limit, or slow ones (over a fifth of the limit) adding up to the limit
  * within a minute, quarantine the bundle's digest. Quarantine lasts as long as the process (a new
- * publication is a new digest); a quarantined bundle stopped at the limit is refused at once for
- * a second after.
+ * publication is a new digest); evaluations of a quarantined bundle arriving in the second after
+ * one was stopped at the limit are held to the end of that second and refused.
  */
 export class PolicyEngine {
   private readonly capacity: number;

@@ -34,10 +34,20 @@ const WORKER_CAPACITY = 16;
 const IDLE_STOP_MS = 5_000;
 
 /**
+ * How long an evaluation may run in the worker before the thread is stopped: the limit plus a
+ * slack. The limit applies to the evaluation itself, which the worker times and the engine judges
+ * (an evaluation that finished past it is refused all the same); the slack keeps time a loaded
+ * machine spends scheduling the thread and passing messages from being counted against a policy.
+ */
+export function hardDeadlineMs(limitMs: number): number {
+  return limitMs + Math.max(4 * limitMs, 200);
+}
+
+/**
  * One worker thread evaluating bundles one at a time, each under a hard deadline: an evaluation
- * still running at `timeoutMs` is stopped by terminating the thread (WebAssembly on the main
- * thread cannot be interrupted; a worker can), which is replaced for the next job. Jobs wait
- * in a bounded queue; past `maxQueue` they are refused at once.
+ * still running at `hardDeadlineMs(timeoutMs)` is stopped by terminating the thread (WebAssembly
+ * on the main thread cannot be interrupted; a worker can), which is replaced for the next job.
+ * Jobs wait in a bounded queue; past `maxQueue` they are refused at once.
  */
 export class EvaluationLane {
   private worker: Worker | null = null;
@@ -122,8 +132,9 @@ export class EvaluationLane {
     const reply = await this.call(
       worker,
       { type: "eval", digest, entrypoint, input: job.input },
-      this.timeoutMs,
-      () => new EvaluationTimeoutError(digest, this.timeoutMs, "timeout", `the evaluation was stopped at the ${this.timeoutMs} ms limit`),
+      hardDeadlineMs(this.timeoutMs),
+      () =>
+        new EvaluationTimeoutError(digest, this.timeoutMs, "timeout", `the evaluation was stopped after ${hardDeadlineMs(this.timeoutMs)} ms, past the ${this.timeoutMs} ms limit`),
       evaluationFailure,
     ).catch((err: unknown) => {
       // The worker drops an instance whose evaluation failed: load it again next time, or every

@@ -138,7 +138,7 @@ describe("the evaluation time limit", () => {
     const slowInput = { ...input, intent: { ...input.intent, context: { slow: true } } };
     const err = await Promise.resolve(engine.decide(handwritten.digest, slowInput)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EvaluationTimeoutError);
-    expect(err).toMatchObject({ kind: "timeout", message: "the evaluation was stopped at the 1000 ms limit" });
+    expect(err).toMatchObject({ kind: "timeout", message: "the evaluation was stopped after 5000 ms, past the 1000 ms limit" });
     expect(engine.stats()).toMatchObject({ isolatedEvaluations: 6, workersTerminated: 1 });
   });
 });
