@@ -25,7 +25,10 @@ import { deferred, waitFor } from "../support/wait.js";
  *
  * - every decision answered 200 was acknowledged under exactly one distinct webhook-id, with the
  *   event its outcome calls for (at least once: the same webhook-id may arrive twice, as when the
- *   kill lands between a receiver's 2xx and its recording; never two webhook-ids for a decision);
+ *   kill lands between a receiver's 2xx and its recording; never two webhook-ids for a decision).
+ *   That case is made to happen: from the 100th answer on, the receiver processes deliveries but
+ *   holds their 2xx back, and the kill waits for one such delivery; after the restart (once the
+ *   dead process's lease lapses) each of them arrives again under its webhook-id;
  * - the receiver never saw a decision the database does not hold (an Intent cut off by the kill
  *   whose transaction rolled back has no event), and every decision the database holds (those
  *   answered, and those committed whose answer the kill cut off) was delivered: the evidence log
@@ -110,18 +113,32 @@ interface Acknowledged {
   envelope: EventEnvelope;
 }
 
-/** A real receiver on an ephemeral port: verifies each delivery (verifyWebhook) and answers 204, or 400 when it does not verify. */
+/**
+ * A real receiver on an ephemeral port: verifies each delivery (verifyWebhook), processes it
+ * and answers 204, or 400 when it does not verify. While `hold()` is on, it processes deliveries
+ * but keeps their answers back (as a receiver does whose 2xx is lost on the way): the sender
+ * never learns of them, and must send them again under the same webhook-id.
+ */
 async function startReceiver() {
   let secret = "";
+  let holding = false;
   const acknowledged: Acknowledged[] = [];
   const refused: string[] = [];
+  const held: { webhookId: string; res: http.ServerResponse }[] = [];
+  const firstHeld = deferred();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       try {
         const envelope = verifyWebhook(Buffer.concat(chunks), req.headers, secret);
-        acknowledged.push({ webhookId: String(req.headers["webhook-id"]), envelope });
+        const webhookId = String(req.headers["webhook-id"]);
+        acknowledged.push({ webhookId, envelope });
+        if (holding) {
+          held.push({ webhookId, res });
+          firstHeld.resolve();
+          return;
+        }
         res.writeHead(204).end();
       } catch (err) {
         refused.push(String(err));
@@ -135,6 +152,15 @@ async function startReceiver() {
     acknowledged,
     refused,
     useSecret: (s: string) => void (secret = s),
+    held,
+    /** Resolves once a delivery's answer is held back. */
+    firstHeld: firstHeld.promise,
+    hold: () => void (holding = true),
+    /** Answers normally again; the held answers are dropped with their connections. */
+    release() {
+      holding = false;
+      for (const h of held) h.res.destroy();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -179,6 +205,8 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
     receiver.useSecret(hook.body.secret);
     const WORKERS = 8;
     const ANSWERED_BEFORE_KILL = 120;
+    // From this answer on, the receiver processes deliveries but holds their 2xx back.
+    const HOLD_FROM = 100;
     const agents: TestAgent[] = await Promise.all(Array.from({ length: WORKERS / 2 }, () => newAgent(first.svc, org)));
 
     // Load: every third Intent an action no policy covers (HUMAN_REVIEW), the others allowed.
@@ -197,7 +225,8 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
         try {
           entry.result = await submitIntent(first.svc, entry.transport, signBody(agent, doc));
           if (entry.result.status === 200) {
-            if (++answered === ANSWERED_BEFORE_KILL) enoughAnswered.resolve();
+            if (++answered === HOLD_FROM) receiver!.hold();
+            if (answered === ANSWERED_BEFORE_KILL) enoughAnswered.resolve();
           } else if (!killed) {
             throw new Error(`unexpected ${entry.result.status} ${JSON.stringify(entry.result.body)}`);
           }
@@ -212,17 +241,19 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
       }
     };
     const workers = Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
-    await enoughAnswered.promise.catch((err: unknown) => {
+    // The kill follows two events: enough answers, and a delivery processed whose answer is held.
+    await Promise.all([enoughAnswered.promise, receiver.firstHeld]).catch((err: unknown) => {
       killed = true; // the other workers stop too
       throw err;
     });
-    // The kill follows the ANSWERED_BEFORE_KILL-th answer, with the other workers' requests in flight.
     const exited = new Promise((r) => first.child.once("exit", r));
     // From here on a failed request is the point, not a fault: set before the kill.
     killed = true;
     const acknowledgedBeforeKill = receiver.acknowledged.length;
     first.child.kill("SIGKILL");
     await exited;
+    const heldAtKill = receiver.held.map((h) => h.webhookId);
+    receiver.release();
     await workers;
     expect(fatal).toBeUndefined();
     running.splice(running.indexOf(first.svc), 1);
@@ -280,10 +311,13 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
     const duplicates = receiver.acknowledged.length - new Set(receiver.acknowledged.map((a) => a.webhookId)).size;
     console.log(
       `[events-crash] ${ok.length} answered 200 before the kill (${acknowledgedBeforeKill} of them acknowledged by then), ${cutOff.length} cut off, ${stored.size} decisions stored ` +
-        `(${stored.size - ok.length} committed but unanswered), ${receiver.acknowledged.length} deliveries acknowledged (${duplicates} repeats of a webhook-id), ${receiver.refused.length} refused`,
+        `(${stored.size - ok.length} committed but unanswered), ${receiver.acknowledged.length} deliveries acknowledged (${duplicates} repeats of a webhook-id; ${heldAtKill.length} answers held at the kill), ${receiver.refused.length} refused`,
     );
 
     expect(receiver.refused).toEqual([]);
+    // At least once: every delivery whose 2xx the dead service never got came again, same webhook-id.
+    expect(heldAtKill.length).toBeGreaterThan(0);
+    for (const id of heldAtKill) expect(receiver.acknowledged.filter((a) => a.webhookId === id).length, id).toBeGreaterThanOrEqual(2);
     // 1. Every decision answered 200: exactly one delivery (one webhook-id, one event id), of the event its outcome calls for.
     for (const answer of ok) {
       const got = byDecision.get(answer.decision_id);
