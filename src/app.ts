@@ -138,7 +138,9 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       onQuarantine: (event) => logger.warn({ policy_bundle: event }, "policy bundle quarantined: its evaluations run in a worker thread from now on"),
     });
     const policies = new Policies(policyStore);
-    const evaluation = new PolicyEvaluation(policyStore, engine);
+    const evaluation = new PolicyEvaluation(policyStore, engine, ({ digest, cause }) =>
+      logger.error({ err: cause, policy_bundle: digest }, "policy evaluation failed; answered 503 evaluation_unavailable"),
+    );
     const graphs = new AuthorityGraphs(policyStore, principalStore);
     await policies.prepareStarter();
     // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).

@@ -57,6 +57,8 @@ export class PolicyEvaluation {
   constructor(
     private readonly store: Pick<PolicyStore, "bundle" | "head" | "versions" | "activeGraph" | "graphVersion">,
     private readonly engine: PolicyEngine,
+    /** Told the cause of an engine failure answered with the generic 503, which names none (the service logs it). */
+    private readonly onUnexplainedFailure: (failure: { digest: string; cause: unknown }) => void = () => undefined,
   ) {}
 
   /**
@@ -77,7 +79,7 @@ export class PolicyEvaluation {
       }
       return await this.engine.decide(digest, input);
     } catch (err) {
-      throw evaluationUnavailable(err, digest, policyVersions);
+      throw this.unavailable(err, digest, policyVersions);
     }
   }
 
@@ -176,8 +178,14 @@ export class PolicyEvaluation {
     try {
       await this.engine.load(digest, bytes);
     } catch (err) {
-      throw evaluationUnavailable(err, digest, policyVersions);
+      throw this.unavailable(err, digest, policyVersions);
     }
+  }
+
+  private unavailable(err: unknown, digest: string, policyVersions: Record<string, number>): unknown {
+    const explained = err instanceof MandateError || err instanceof EvaluationTimeoutError || err instanceof PolicyRuntimeError;
+    if (!explained) this.onUnexplainedFailure({ digest, cause: err });
+    return evaluationUnavailable(err, digest, policyVersions);
   }
 }
 
