@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isInternalAddress } from "../../src/domain/webhook-targets.js";
 import { retryDelayMs, RETRY_SCHEDULE_MS } from "../../src/domain/webhook-delivery.js";
 import { WebhookService } from "../../src/gen/mandate/v1alpha/events_pb.js";
+import { ReconciliationService } from "../../src/gen/mandate/v1alpha/execution_pb.js";
 import {
   call,
   expectResult,
@@ -272,8 +273,12 @@ describe("deliveries", () => {
     expect(review.body.outcome, JSON.stringify(review.body)).toBe("HUMAN_REVIEW");
     const resolved = await svc.v1("POST", `/v1/decisions/${review.body.decision_id}/review`, { bearer: org.apiKey, body: { resolution: "approved", reason: "invoice matches" } });
     expect(resolved.status, JSON.stringify(resolved.body)).toBe(200);
+    // Reconciling the ALLOW (no capability was issued for it: INDETERMINATE), as the platform does.
+    const reconciled = await svc.grpc(ReconciliationService).reconcile({ decisionId: allow.body.decision_id }, { headers: { "x-service-operator-key": svc.operatorKey!, "x-service-organization-id": org.organizationId } });
+    expect(reconciled.status).toBeGreaterThan(0);
 
-    const wanted = ["AgentStateChanged", "PolicyPublished", "AuthorityGraphUpdated", "IntentReceived", "DecisionCompleted", "ReceiptIssued", "HumanReviewRequested", "HumanReviewResolved"];
+    // With WebhookFailing (below), every event type of docs/events.md.
+    const wanted = ["AgentStateChanged", "PolicyPublished", "AuthorityGraphUpdated", "IntentReceived", "DecisionCompleted", "ReceiptIssued", "HumanReviewRequested", "HumanReviewResolved", "ExecutionReconciled"];
     const got = await waitFor("every kind of event at the receiver", () => {
       const seen = receiver.at("/all");
       const names = new Set(seen.map((r) => JSON.parse(r.body).event));
@@ -297,6 +302,8 @@ describe("deliveries", () => {
     expect(completed.data).toMatchObject({ decision_id: allow.body.decision_id, outcome: "ALLOW", agent_id: agent.agentId, evidence_id: allow.body.evidence_id });
     expect(envelopes.find((e) => e.event === "HumanReviewRequested").data).toMatchObject({ decision_id: review.body.decision_id, agent_id: agent.agentId, reason: review.body.reason });
     expect(envelopes.find((e) => e.event === "HumanReviewResolved").data).toMatchObject({ decision_id: review.body.decision_id, resolution: "approved" });
+    expect(envelopes.find((e) => e.event === "ExecutionReconciled").data).toMatchObject({ decision_id: allow.body.decision_id, reconciliation_status: "INDETERMINATE", receipt_id: null });
+    expect(envelopes.find((e) => e.event === "ReceiptIssued").data).toMatchObject({ decision_id: allow.body.decision_id, evidence_id: allow.body.evidence_id });
     // A wrong secret does not verify.
     expect(() => new Webhook(`whsec_${Buffer.alloc(32, 7).toString("base64")}`).verify(got[0]!.body, got[0]!.headers)).toThrow();
 
