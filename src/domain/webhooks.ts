@@ -113,7 +113,7 @@ export class Webhooks {
     if (!(await this.store.delete(caller.organizationId, webhookId))) throw notFound("Webhook");
   }
 
-  /** A new secret, shown in this answer only; the webhook is active again. The old secret signs nothing from now on. */
+  /** A new secret, shown in this answer only; the webhook is active again. The old secret signs only attempts already in flight. */
   async rotateSecret(caller: OrgCaller, webhookId: string): Promise<WebhookView> {
     const row = await this.store.rotateSecret(caller.organizationId, webhookId, newSecret());
     if (!row) throw notFound("Webhook");
