@@ -9,6 +9,8 @@ import { createDatabase, type Database } from "../../src/storage/postgres/databa
 import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
 import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresEventLogStore } from "../../src/storage/postgres/events.js";
+import { PostgresEventNotifications } from "../../src/storage/postgres/event-notifications.js";
+import { intentDoc, newAgent, newOrgFixture, signBody, submitIntent } from "../support/agents.js";
 import { sharedDatabaseUrl, startService, type TestService } from "../support/service.js";
 
 /*
@@ -124,6 +126,32 @@ describe("EventStreams", () => {
     expect(r.events.map((e) => e.event_id)).toEqual([eventId(old!.seq, 2, old!.evidence_id), eventId(fresh!.seq, 0, fresh!.evidence_id)]);
     aborted.abort();
     await r.ended;
+  });
+
+  it("is woken by the service's commits (ledger statements and transactions alike), polling aside", async () => {
+    // Another "replica": its own listening connection, and a poll too slow to explain delivery
+    // within the watchdog, so what arrives came by a wake-up announced after the service's commits.
+    const replica = new PostgresEventNotifications(sharedDatabaseUrl(), { connectTimeoutMs: 3000 });
+    try {
+      const org = await newOrgFixture(svc);
+      const s = streams({ pollMs: 600_000, heartbeatMs: 600_000 }, replica);
+      const aborted = new AbortController();
+      const r = read(s.watch(callerOf(org.organizationId), { types: [], after: "" }, aborted.signal));
+      await until("the first heartbeat", () => r.heartbeats() > 0);
+      await until("the listening connection", () => replica.listening);
+      // Registration and activation commit in transactions (the chain's append).
+      const agent = await newAgent(svc, org);
+      await until("two AgentStateChanged", () => r.events.length >= 2);
+      // A decision commits in the ledger's autocommit statement (the chain's settle).
+      const decision = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId)));
+      expect(decision.status).toBe(200);
+      await until("the decision's events", () => r.events.length >= 5);
+      expect(r.events.map((e) => e.event)).toEqual(["AgentStateChanged", "AgentStateChanged", "IntentReceived", "DecisionCompleted", "ReceiptIssued"]);
+      aborted.abort();
+      await r.ended;
+    } finally {
+      await replica.close();
+    }
   });
 
   it("ends every stream with 503 unavailable on close(), and opens none after", async () => {

@@ -85,11 +85,15 @@ export class PostgresEventNotifications implements EventNotifications {
   announce(organizationIds: readonly string[]): void {
     if (this.closed) return;
     for (const id of organizationIds) this.wake(id);
-    this.ensureConnected();
-    // Not connected: the other replicas find these records by polling.
-    if (this.client === null) return;
+    // Kept while no connection is up (sent once one is: the replicas' polling covers the wait).
     for (const id of organizationIds) this.pending.add(id);
-    if (!this.sending) void this.send(this.client);
+    // Many organizations waiting (a long disconnection): one `*` says it for all, in bounded memory.
+    if (this.pending.size > MAX_PENDING) {
+      this.pending.clear();
+      this.pending.add("*");
+    }
+    if (this.client === null) this.ensureConnected();
+    else if (!this.sending) void this.send(this.client);
   }
 
   /** Whether the listening connection is up now (for tests and readiness, not for correctness). */
@@ -114,13 +118,13 @@ export class PostgresEventNotifications implements EventNotifications {
     this.sending = true;
     try {
       while (this.pending.size > 0 && this.client === client) {
-        const ids = this.pending.size > MAX_PENDING ? ["*"] : [...this.pending];
+        const ids = this.pending.has("*") ? ["*"] : [...this.pending];
         this.pending.clear();
         for (const payload of payloads(ids)) await client.query("SELECT pg_notify($1, $2)", [EVENTS_CHANNEL, `${this.origin}|${payload}`]);
       }
     } catch (err) {
-      // The connection failed: its own handlers reconnect; the replicas poll meanwhile.
-      this.pending.clear();
+      // The connection failed (its handlers reconnect, and what is pending then goes out with the
+      // next connection) or the statement did: the replicas poll meanwhile.
       this.options.onError?.(err);
     } finally {
       this.sending = false;
@@ -180,8 +184,9 @@ export class PostgresEventNotifications implements EventNotifications {
       client.query("SELECT 1").catch(fail);
     }, CHECK_INTERVAL_MS);
     this.check.unref();
-    // Whatever was committed while no connection listened went unannounced.
+    // Whatever was committed while no connection listened went unannounced, here and elsewhere.
     this.dispatch("*");
+    if (this.pending.size > 0 && !this.sending) void this.send(client);
   }
 
   private scheduleReconnect(): void {
