@@ -252,7 +252,10 @@ export class WebhookDelivery {
 
   private async attempt(d: LeasedDelivery): Promise<void> {
     const attemptedAt = new Date();
-    const result = await this.sender.send({ url: d.url, secret: d.secret, deliveryId: d.delivery_id, body: d.body });
+    // A sender never throws by contract; if one did, the attempt fails rather than the process.
+    const result = await this.sender
+      .send({ url: d.url, secret: d.secret, deliveryId: d.delivery_id, body: d.body })
+      .catch((err: unknown) => ({ acknowledged: false, status: 0, latencyMs: Date.now() - attemptedAt.getTime(), error: `send failed: ${String(err).slice(0, 200)}` }));
     let outcome: AttemptOutcome;
     if (result.acknowledged) outcome = { kind: "delivered" };
     else if (d.redelivery) outcome = { kind: "redelivery_failed" };

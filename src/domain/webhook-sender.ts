@@ -102,20 +102,26 @@ export class HttpWebhookSender implements WebhookSender {
         clearTimeout(timer);
         resolve(r);
       };
-      const req = (secure ? https : http).request(url, { method: "POST", headers, agent: secure ? this.httpsAgent : this.httpAgent }, (res) => {
-        const status = res.statusCode ?? 0;
-        let read = 0;
-        res.on("data", (chunk: Buffer) => {
-          read += chunk.length;
-          // Enough to end the answer normally for a receiver that says a little; a larger body is cut.
-          if (read > MAX_RESPONSE_BYTES) res.destroy();
+      let req: http.ClientRequest;
+      try {
+        req = (secure ? https : http).request(url, { method: "POST", headers, agent: secure ? this.httpsAgent : this.httpAgent }, (res) => {
+          const status = res.statusCode ?? 0;
+          let read = 0;
+          res.on("data", (chunk: Buffer) => {
+            read += chunk.length;
+            // Enough to end the answer normally for a receiver that says a little; a larger body is cut.
+            if (read > MAX_RESPONSE_BYTES) res.destroy();
+          });
+          const done = () => finish(status >= 200 && status < 300 ? { acknowledged: true, status, latencyMs: elapsed(), error: "" } : failed(status, `HTTP ${status}`));
+          res.on("end", done);
+          // A body cut past the bound still carries the status the receiver chose.
+          res.on("close", done);
+          res.on("error", () => done());
         });
-        const done = () => finish(status >= 200 && status < 300 ? { acknowledged: true, status, latencyMs: elapsed(), error: "" } : failed(status, `HTTP ${status}`));
-        res.on("end", done);
-        // A body cut past the bound still carries the status the receiver chose.
-        res.on("close", done);
-        res.on("error", () => done());
-      });
+      } catch (err) {
+        // Node refuses some requests before sending (a header or path it will not write).
+        return resolve(failed(0, `not sent: ${String(err).slice(0, 200)}`));
+      }
       const timer = setTimeout(() => {
         req.destroy();
         finish(failed(0, `timeout after ${this.options.timeoutMs} ms`));
