@@ -297,6 +297,12 @@ describe("the console", () => {
       await page.getByRole("heading", { name: "Not available to this key" }).waitFor();
       expect(await page.getByText("DECISION_READ").count()).toBeGreaterThan(0);
       await checkPage(page, "limited", "03-reviews-not-available");
+      // Revoked while signed in: the next call answers unknown_key and the tab signs out, saying why.
+      const revoked = await svc.v1("POST", `/v1/organization/api-keys/${limited.key_id}/revoke`, { bearer: org.apiKey, body: {} });
+      expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+      await page.goto("/console/");
+      await page.getByText("You were signed out: the API no longer accepts that key").waitFor();
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
       // 401 for the unknown key, 403 and 404 from the permission probes.
       expectCleanConsole(problems, [400, 401, 403, 404]);
     } finally {

@@ -1,5 +1,5 @@
 import { useId, useState, type FormEvent } from "react";
-import { DecisionStatus, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
+import { DecisionStatus, Outcome, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { useCan, useDecision, useReviewDecision } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
@@ -41,10 +41,15 @@ function DecisionView({ decision: d }: { decision: Decision }) {
     <>
       <section className="card" aria-label="Decision">
         <p>
-          Outcome <strong data-testid="outcome">HUMAN_REVIEW</strong>, status{" "}
-          <strong data-testid="status" className={resolved ? "status-resolved" : "status-pending"}>
-            {resolved ? "RESOLVED" : d.status === DecisionStatus.PENDING ? "PENDING" : "—"}
-          </strong>
+          Outcome <strong data-testid="outcome">{Outcome[d.outcome]}</strong>
+          {d.outcome === Outcome.HUMAN_REVIEW && (
+            <>
+              , status{" "}
+              <strong data-testid="status" className={resolved ? "status-resolved" : "status-pending"}>
+                {resolved ? "RESOLVED" : "PENDING"}
+              </strong>
+            </>
+          )}
           {needed === 2 && !resolved && <span className="muted"> · needs two approvals by different reviewers</span>}
         </p>
         <DecisionFacts decision={d} />
@@ -89,8 +94,10 @@ function DecisionView({ decision: d }: { decision: Decision }) {
           </dl>
           <p className="muted small">The outcome keeps reading HUMAN_REVIEW: a resolution never rewrites it.</p>
         </section>
-      ) : (
+      ) : d.status === DecisionStatus.PENDING ? (
         <ReviewForm decision={d} />
+      ) : (
+        <p className="card muted">An {Outcome[d.outcome]} decision is final the moment it is returned: there is nothing to review.</p>
       )}
       <section className="card" aria-label="Attempted Intent">
         <h2 className="h3">Attempted Intent</h2>

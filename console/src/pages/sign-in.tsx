@@ -26,6 +26,11 @@ export function SignInPage() {
   return (
     <main className="narrow" aria-labelledby={`${id}-h`}>
       <h1 id={`${id}-h`}>Sign in</h1>
+      {new URLSearchParams(window.location.search).has("expired") && (
+        <p className="error" role="alert">
+          You were signed out: the API no longer accepts that key (<code>unknown_key</code>: revoked, or never valid).
+        </p>
+      )}
       <p>Sign in with an API key of your organization. It is kept in this tab's session storage only, and sent to the API as <code>Authorization: Bearer</code>.</p>
       <form onSubmit={submit} className="card">
         <label htmlFor={`${id}-key`}>API key</label>
