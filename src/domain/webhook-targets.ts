@@ -93,10 +93,20 @@ export function parseWebhookUrl(raw: string): URL | FieldError {
   return url;
 }
 
-/** Resolves `host` to every address it has (an IP literal resolves to itself). */
+/** How long creating a webhook waits for its host to resolve: the request must not hang on a slow resolver. */
+const RESOLVE_TIMEOUT_MS = 5_000;
+
+/** Resolves `host` to every address it has (an IP literal resolves to itself); rejects past RESOLVE_TIMEOUT_MS. */
 function resolveAll(host: string): Promise<string[]> {
   if (isIP(host)) return Promise.resolve([host]);
-  return new Promise((resolve, reject) => lookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses.map((a) => a.address)))));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("timeout")), RESOLVE_TIMEOUT_MS);
+    lookup(host, { all: true }, (err, addresses) => {
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve(addresses.map((a) => a.address));
+    });
+  });
 }
 
 /**
@@ -110,7 +120,7 @@ export async function targetProblem(url: URL, refuseInternal: boolean): Promise<
   try {
     addresses = literal ? [literal] : await resolveAll(url.hostname);
   } catch {
-    return `the host ${url.hostname} does not resolve`;
+    return `the host ${url.hostname} does not resolve (within ${RESOLVE_TIMEOUT_MS / 1000} s)`;
   }
   const internal = addresses.find(isInternalAddress);
   return internal ? `the host resolves to ${internal}, a loopback, private or otherwise internal address` : null;
