@@ -154,7 +154,7 @@ describe("internal targets", () => {
     const prod = await startService({ DATABASE_URL: own, MANDATE_MIGRATION_DATABASE_URL: own, NODE_ENV: "production" });
     try {
       const org = await prod.newOrg();
-      for (const url of [receiver.url("/x"), "http://localhost:9/x", "http://[::1]:9/x", "http://169.254.169.254/latest/meta-data", "https://10.0.0.8/hook"]) {
+      for (const url of [receiver.url("/x"), "http://localhost:9/x", "http://[::1]:9/x", "http://169.254.169.254/latest/meta-data", "https://10.0.0.8/hook", "http://[::ffff:127.0.0.1]:9/x", "https://no-such-host.invalid/hook"]) {
         const res = await prod.v1("POST", "/v1alpha/webhooks", { bearer: org.apiKey, body: { url, events: [] } });
         expect(res.status, `${url}: ${JSON.stringify(res.body)}`).toBe(422);
         expect(res.body.detail).toBe("validation_failed");
