@@ -114,7 +114,12 @@ export class WebhookDelivery {
       this.kick();
     }, this.options.sweepMs);
     this.sweepTimer.unref();
-    this.trimTimer = setInterval(() => void this.trim(), TRIM_EVERY_MS);
+    // Once soon after start (a replica may not live 10 minutes), then every 10 minutes.
+    this.trimTimer = setTimeout(() => {
+      void this.trim();
+      this.trimTimer = setInterval(() => void this.trim(), TRIM_EVERY_MS);
+      this.trimTimer.unref();
+    }, this.options.sweepMs);
     this.trimTimer.unref();
     this.kick();
   }
@@ -137,6 +142,7 @@ export class WebhookDelivery {
     this.closed = true;
     clearInterval(this.sweepTimer);
     clearTimeout(this.retryTimer);
+    // clearInterval clears a timeout too (one id space).
     clearInterval(this.trimTimer);
     this.unsubscribe?.();
     await this.running;
