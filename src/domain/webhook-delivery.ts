@@ -58,6 +58,34 @@ const DAY_MS = 86_400_000;
 const TRIM_EVERY_MS = 600_000;
 const TRIM_BATCH = 1_000;
 
+/** Runs `pass` when kicked, one pass at a time; kicks during a pass make one more pass after it. */
+class Coalesced {
+  private running: Promise<void> | null = null;
+  private again = false;
+  closed = false;
+
+  constructor(private readonly pass: () => Promise<void>) {}
+
+  kick(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await this.pass();
+      } while (this.again && !this.closed);
+    })().finally(() => (this.running = null));
+  }
+
+  /** Resolves once no pass is running. */
+  async idle(): Promise<void> {
+    await this.running;
+  }
+}
+
 /**
  * Delivers the organizations' events to their webhooks, in every replica at once without sending
  * twice (docs/webhooks.md, Delivery):
@@ -74,15 +102,17 @@ const TRIM_BATCH = 1_000;
  *    the same transaction, so a WebhookFailing event tells the organization.
  * At least once: an attempt whose result could not be recorded (a crash, a lapsed lease) is made
  * again with the same `webhook-id`, which receivers use to drop duplicates.
+ * The two steps run as two loops, so freeing a slot leases the next delivery without waiting
+ * behind an enqueue, and steady traffic never delays a lease.
  */
 export class WebhookDelivery {
   /** Organizations with webhooks, as last read (the sweep refreshes it; a creation here adds at once). */
   private watched = new Set<string>();
   private readonly dirty = new Set<string>();
   private sweepAll = true;
-  private running: Promise<void> | null = null;
-  private again = false;
   private closed = false;
+  private readonly enqueuing = new Coalesced(() => this.enqueuePass());
+  private readonly leasing = new Coalesced(() => this.leasePass());
   private sweepTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private retryAt = 0;
@@ -106,12 +136,13 @@ export class WebhookDelivery {
       if (organizationId === null) this.sweepAll = true;
       else if (this.watched.has(organizationId)) this.dirty.add(organizationId);
       else return;
-      this.kick();
+      this.enqueuing.kick();
     });
     // Its own interval, never pushed back by wake-ups: a busy organization must not starve the sweep.
     this.sweepTimer = setInterval(() => {
       this.sweepAll = true;
-      this.kick();
+      this.enqueuing.kick();
+      this.leasing.kick();
     }, this.options.sweepMs);
     this.sweepTimer.unref();
     // Once soon after start (a replica may not live 10 minutes), then every 10 minutes.
@@ -121,14 +152,17 @@ export class WebhookDelivery {
       this.trimTimer.unref();
     }, this.options.sweepMs);
     this.trimTimer.unref();
-    this.kick();
+    this.enqueuing.kick();
+    // Deliveries already due (retries, leases a previous process left) need no new event.
+    this.leasing.kick();
   }
 
   /** An organization gained a webhook or a redelivery here: act now rather than at the next sweep. */
   touch(organizationId: string): void {
     this.watched.add(organizationId);
     this.dirty.add(organizationId);
-    this.kick();
+    this.enqueuing.kick();
+    this.leasing.kick();
   }
 
   /** What this process has done so far. */
@@ -145,44 +179,41 @@ export class WebhookDelivery {
     // clearInterval clears a timeout too (one id space).
     clearInterval(this.trimTimer);
     this.unsubscribe?.();
-    await this.running;
+    this.enqueuing.closed = true;
+    this.leasing.closed = true;
+    await Promise.all([this.enqueuing.idle(), this.leasing.idle()]);
     await Promise.all([...this.inFlight]);
     this.sender.close();
   }
 
-  private kick(): void {
-    if (this.closed) return;
-    if (this.running) {
-      this.again = true;
-      return;
+  /** Enqueues for the organizations woken (all behind ones on a sweep), then has what it enqueued leased. */
+  private async enqueuePass(): Promise<void> {
+    try {
+      if (this.sweepAll) {
+        this.sweepAll = false;
+        this.watched = new Set(await this.store.organizations());
+        for (const id of await this.store.behind()) this.dirty.add(id);
+      }
+      const orgs = [...this.dirty];
+      this.dirty.clear();
+      let enqueued = 0;
+      for (const organizationId of orgs) {
+        if (this.closed) return;
+        enqueued += await this.enqueue(organizationId);
+      }
+      if (enqueued > 0) this.leasing.kick();
+    } catch (err) {
+      // The store is unreachable or a statement failed: the sweep tries again.
+      this.onError(err, "enqueueing webhook deliveries");
     }
-    this.running = this.run().finally(() => {
-      this.running = null;
-      if (this.again) this.kick();
-    });
   }
 
-  private async run(): Promise<void> {
-    do {
-      this.again = false;
-      try {
-        if (this.sweepAll) {
-          this.sweepAll = false;
-          this.watched = new Set(await this.store.organizations());
-          for (const id of await this.store.behind()) this.dirty.add(id);
-        }
-        const orgs = [...this.dirty];
-        this.dirty.clear();
-        for (const organizationId of orgs) {
-          if (this.closed) return;
-          await this.enqueue(organizationId);
-        }
-        await this.leaseAndSend();
-      } catch (err) {
-        // The store is unreachable or a statement failed: the sweep tries again.
-        this.onError(err, "webhook delivery");
-      }
-    } while (this.again && !this.closed);
+  private async leasePass(): Promise<void> {
+    try {
+      await this.leaseAndSend();
+    } catch (err) {
+      this.onError(err, "leasing webhook deliveries");
+    }
   }
 
   /** Wakes at `at` (a retry recorded here falls due then), unless an earlier wake is already set. */
@@ -194,22 +225,24 @@ export class WebhookDelivery {
     this.retryAt = when;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
-      this.kick();
+      this.leasing.kick();
     }, Math.max(0, when - Date.now()));
     this.retryTimer.unref();
   }
 
-  /** Enqueues the organization's new events for its webhooks; goes on while pages are full. */
-  private async enqueue(organizationId: string): Promise<void> {
+  /** Enqueues the organization's new events for its webhooks, going on while pages are full; returns how many deliveries it inserted. */
+  private async enqueue(organizationId: string): Promise<number> {
     let full = true;
+    let inserted = 0;
     while (full && !this.closed) {
       full = false;
-      await this.store.enqueue(organizationId, async (claimed, head) => {
+      inserted += await this.store.enqueue(organizationId, async (claimed, head) => {
         const plan = await this.plan(organizationId, claimed, head);
         full = plan.full;
         return plan.advances;
       });
     }
+    return inserted;
   }
 
   /** `head` was read before the records: every record up to it has committed, so the read below sees them all. */
@@ -247,7 +280,7 @@ export class WebhookDelivery {
         const p: Promise<void> = this.attempt(d).finally(() => {
           this.inFlight.delete(p);
           // A slot of its webhook is free: the next delivery may go.
-          this.kick();
+          this.leasing.kick();
         });
         this.inFlight.add(p);
       }
