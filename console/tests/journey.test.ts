@@ -335,7 +335,13 @@ describe("the console", () => {
       const organizationId = (await page.getByTestId("organization-id").textContent())!;
       const org = await svc.v1("GET", "/v1/organization", { bearer: adminKey });
       expect(org.body).toMatchObject({ organization_id: organizationId, name, sandbox: false });
-      expectCleanConsole(problems, [400]);
+      // The operator may continue as the new organization's administrator.
+      await page.getByRole("button", { name: "Sign in as this organization" }).click();
+      await expect.poll(() => page.getByTestId("organization-name").textContent()).toBe(name);
+      await page.locator('[data-permission="ORG_ADMIN"][data-held="true"]').waitFor();
+      await checkPage(page, "operator", "03-organization");
+      // 400 for the empty name; 403, 404 and 400 from the admin key's permission probes.
+      expectCleanConsole(problems, [400, 403, 404]);
     } finally {
       await context.close();
     }

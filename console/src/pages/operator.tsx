@@ -4,6 +4,7 @@ import { useCreateOrganization } from "../api/hooks";
 import { ApiError } from "../components/api-error";
 import { Link } from "../components/link";
 import { OneTimeSecret } from "../components/secret";
+import { navigate } from "../router";
 import { setCredential, useCredential } from "../session";
 
 /**
@@ -67,6 +68,16 @@ export function OperatorPage() {
             the organization's administrator.
           </p>
           <OneTimeSecret label="First admin key" value={created.apiKey} />
+          <button
+            type="button"
+            onClick={() => {
+              queryClient.clear();
+              setCredential({ kind: "key", secret: created.apiKey });
+              navigate("/");
+            }}
+          >
+            Sign in as this organization
+          </button>
         </section>
       )}
     </main>
