@@ -21,6 +21,8 @@ Idempotency
 from __future__ import annotations
 
 import json
+import logging
+import os
 import queue
 import random
 import threading
@@ -63,6 +65,9 @@ DEFAULT_MAX_RETRIES = 4
 DEFAULT_BACKOFF_BASE = 0.25
 DEFAULT_BACKOFF_CAP = 5.0
 
+#: Retries are logged here at DEBUG (``logging.getLogger("mandate").setLevel(logging.DEBUG)``).
+logger = logging.getLogger("mandate")
+
 AgentRef = Union[str, Agent, AgentIdentity]
 _Headers = Dict[str, str]
 
@@ -95,7 +100,7 @@ class MandateClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         operator_key: Optional[str] = None,
         organization_id: Optional[str] = None,
@@ -108,16 +113,21 @@ class MandateClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """
-        :param base_url: e.g. ``http://127.0.0.1:8080`` (the ``/v1`` prefix is the client's).
-        :param timeout: seconds per attempt (connect, read, write, pool).
+        :param base_url: e.g. ``http://127.0.0.1:8080`` (the ``/v1`` prefix is the client's);
+            default ``MANDATE_BASE_URL``, else ``http://127.0.0.1:8080``.
+        :param api_key: default ``MANDATE_API_KEY`` (only when no ``operator_key`` is given).
+        :param timeout: seconds per attempt (connect, read, write, pool); the calls that take a
+            ``timeout`` argument override it for that call.
         :param max_retries: retries after the first attempt, clamped to 0..10.
         :param backoff_base: seconds; retry ``n`` sleeps up to ``backoff_base * 2**n``...
         :param backoff_cap: ...but never more than this many seconds.
         :param transport: an httpx transport (tests count requests with one).
         :param sleep: how to wait between retries and polls.
         """
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
+        self.base_url = (base_url or os.environ.get("MANDATE_BASE_URL") or "http://127.0.0.1:8080").rstrip("/")
+        # An explicit operator key means platform-internal use: the environment's API key
+        # would otherwise take precedence over it in _org_headers.
+        self.api_key = api_key if api_key is not None or operator_key else (os.environ.get("MANDATE_API_KEY") or None)
         self.operator_key = operator_key
         self.organization_id = organization_id
         self.timeout = timeout
@@ -133,6 +143,11 @@ class MandateClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __repr__(self) -> str:
+        # Never the keys themselves: a client logged or printed in a traceback must not leak them.
+        auth = "api_key=***" if self.api_key else ("operator_key=***" if self.operator_key else "no credentials")
+        return f"MandateClient({self.base_url!r}, {auth})"
 
     def close(self) -> None:
         self._http.close()
@@ -152,9 +167,9 @@ class MandateClient:
 
     # --- organizations, keys, principals ---------------------------------
 
-    def create_sandbox(self, email: str) -> Sandbox:
+    def create_sandbox(self, email: str, *, timeout: Optional[float] = None) -> Sandbox:
         """Creates a sandbox organization (no authentication). Continue with :meth:`with_api_key`."""
-        return Sandbox.from_wire(self.request("POST", "/v1/sandbox/organizations", json_body={"email": email}, auth="none"))
+        return Sandbox.from_wire(self.request("POST", "/v1/sandbox/organizations", json_body={"email": email}, auth="none", timeout=timeout))
 
     def create_api_key(self, name: str, permissions: Iterable[str]) -> ApiKey:
         """Creates a scoped API key of the caller's organization; the secret is in this answer only."""
@@ -181,6 +196,7 @@ class MandateClient:
         owner: Optional[str] = None,
         business_unit: Optional[str] = None,
         environment: Optional[str] = None,
+        timeout: Optional[float] = None,
     ) -> Agent:
         """Registers an agent acting for ``principal_id`` with ``key``'s public key.
 
@@ -193,30 +209,30 @@ class MandateClient:
         for field, value in (("owner", owner), ("business_unit", business_unit), ("environment", environment)):
             if value is not None:
                 body[field] = value
-        return Agent.from_wire(self.request("POST", "/v1/agents", json_body=body))
+        return Agent.from_wire(self.request("POST", "/v1/agents", json_body=body, timeout=timeout))
 
-    def get_agent(self, agent: AgentRef) -> Agent:
-        return Agent.from_wire(self.request("GET", f"/v1/agents/{_seg(_agent_id(agent))}"))
+    def get_agent(self, agent: AgentRef, *, timeout: Optional[float] = None) -> Agent:
+        return Agent.from_wire(self.request("GET", f"/v1/agents/{_seg(_agent_id(agent))}", timeout=timeout))
 
-    def activate(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+    def activate(self, agent: AgentRef, reason: Optional[str] = None, *, timeout: Optional[float] = None) -> Agent:
         """registered -> active."""
-        return self._transition(agent, "activate", reason)
+        return self._transition(agent, "activate", reason, timeout)
 
-    def suspend(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+    def suspend(self, agent: AgentRef, reason: Optional[str] = None, *, timeout: Optional[float] = None) -> Agent:
         """active -> suspended: its Intents go to human review until reactivated."""
-        return self._transition(agent, "suspend", reason)
+        return self._transition(agent, "suspend", reason, timeout)
 
-    def reactivate(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+    def reactivate(self, agent: AgentRef, reason: Optional[str] = None, *, timeout: Optional[float] = None) -> Agent:
         """suspended -> active."""
-        return self._transition(agent, "reactivate", reason)
+        return self._transition(agent, "reactivate", reason, timeout)
 
-    def revoke(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+    def revoke(self, agent: AgentRef, reason: Optional[str] = None, *, timeout: Optional[float] = None) -> Agent:
         """-> revoked (terminal); for a compromised key, from any non-terminal state."""
-        return self._transition(agent, "revoke", reason)
+        return self._transition(agent, "revoke", reason, timeout)
 
-    def retire(self, agent: AgentRef, reason: Optional[str] = None) -> Agent:
+    def retire(self, agent: AgentRef, reason: Optional[str] = None, *, timeout: Optional[float] = None) -> Agent:
         """-> retired (terminal)."""
-        return self._transition(agent, "retire", reason)
+        return self._transition(agent, "retire", reason, timeout)
 
     def rotate_key(self, agent: AgentRef, new_key: AgentKey) -> Agent:
         """Replaces the agent's key. The answer carries the new ``certificate_id``; the old one stops verifying at once."""
@@ -229,9 +245,9 @@ class MandateClient:
         raw = self.request("POST", f"/v1/agents/{_seg(agent.agent_id)}/heartbeat", content=body, auth=lambda: headers)
         return Heartbeat.from_wire(raw)
 
-    def _transition(self, agent: AgentRef, op: str, reason: Optional[str]) -> Agent:
+    def _transition(self, agent: AgentRef, op: str, reason: Optional[str], timeout: Optional[float]) -> Agent:
         body = {} if reason is None else {"reason": reason}
-        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/{op}", json_body=body))
+        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/{op}", json_body=body, timeout=timeout))
 
     # --- intents and decisions ------------------------------------------
 
@@ -247,6 +263,7 @@ class MandateClient:
         context: Optional[Mapping[str, Any]] = None,
         nonce: Optional[str] = None,
         requested_at: Optional[Union[datetime, str]] = None,
+        timeout: Optional[float] = None,
     ) -> Decision:
         """Signs and submits an Intent; answers its Decision.
 
@@ -270,13 +287,13 @@ class MandateClient:
         doc["nonce"] = nonce or str(uuid.uuid4())
         body = _json_bytes(doc)
         headers = _body_signature(agent, body)
-        return Decision.from_wire(self.request("POST", "/v1/intents", content=body, auth=lambda: headers))
+        return Decision.from_wire(self.request("POST", "/v1/intents", content=body, auth=lambda: headers, timeout=timeout))
 
-    def get_decision(self, decision_id: str, *, agent: Optional[AgentIdentity] = None) -> Decision:
+    def get_decision(self, decision_id: str, *, agent: Optional[AgentIdentity] = None, timeout: Optional[float] = None) -> Decision:
         """Reads a decision with the client's credentials or, given ``agent``, as that agent (its own decisions only)."""
         path = f"/v1/decisions/{_seg(decision_id)}"
         if agent is None:
-            return Decision.from_wire(self.request("GET", path))
+            return Decision.from_wire(self.request("GET", path, timeout=timeout))
 
         def signed() -> _Headers:  # a fresh timestamp for every attempt
             timestamp = _now_iso()
@@ -286,7 +303,7 @@ class MandateClient:
                 "x-service-signature": agent.key.sign(f"GET {path}\n{timestamp}"),
             }
 
-        return Decision.from_wire(self.request("GET", path, auth=signed))
+        return Decision.from_wire(self.request("GET", path, auth=signed, timeout=timeout))
 
     def wait_for_resolution(
         self,
@@ -367,19 +384,19 @@ class MandateClient:
         finally:
             stop.set()
 
-    def review_decision(self, decision_id: str, resolution: str, reason: str) -> Decision:
+    def review_decision(self, decision_id: str, resolution: str, reason: str, *, timeout: Optional[float] = None) -> Decision:
         """Resolves a pending HUMAN_REVIEW (``approved`` or ``rejected``; REVIEWER). The outcome keeps reading HUMAN_REVIEW."""
-        return Decision.from_wire(self.request("POST", f"/v1/decisions/{_seg(decision_id)}/review", json_body={"resolution": resolution, "reason": reason}))
+        return Decision.from_wire(self.request("POST", f"/v1/decisions/{_seg(decision_id)}/review", json_body={"resolution": resolution, "reason": reason}, timeout=timeout))
 
     # --- capabilities -----------------------------------------------------
 
-    def issue_capability(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None) -> CapabilityToken:
+    def issue_capability(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None, *, timeout: Optional[float] = None) -> CapabilityToken:
         """Issues the single Capability of an ALLOW decision."""
-        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token", audience, issued_by, ttl_seconds)
+        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token", audience, issued_by, ttl_seconds, timeout)
 
-    def issue_capability_from_review(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None) -> CapabilityToken:
+    def issue_capability_from_review(self, decision_id: str, audience: str, issued_by: str, ttl_seconds: Optional[int] = None, *, timeout: Optional[float] = None) -> CapabilityToken:
         """Issues the single Capability of a HUMAN_REVIEW decision resolved ``approved``."""
-        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token/from-review", audience, issued_by, ttl_seconds)
+        return self._issue(f"/v1/decisions/{_seg(decision_id)}/capability-token/from-review", audience, issued_by, ttl_seconds, timeout)
 
     def verify_capability(
         self,
@@ -389,6 +406,8 @@ class MandateClient:
         resource: str = "",
         constraints: Optional[Mapping[str, str]] = None,
         environment: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
     ) -> VerifiedCapability:
         """Verifies and consumes a Capability (CAPABILITY_VERIFY).
 
@@ -398,17 +417,17 @@ class MandateClient:
         body: Dict[str, Any] = {"token": token, "audience": audience, "action": action, "resource": resource, "constraints": dict(constraints or {})}
         if environment is not None:
             body["environment"] = environment
-        return VerifiedCapability.from_wire(self.request("POST", "/v1/capability-tokens/verify", json_body=body))
+        return VerifiedCapability.from_wire(self.request("POST", "/v1/capability-tokens/verify", json_body=body, timeout=timeout))
 
-    def get_capability(self, capability_id: str) -> Capability:
+    def get_capability(self, capability_id: str, *, timeout: Optional[float] = None) -> Capability:
         """A Capability's state, bound fields and ``ttl_seconds``; never its token."""
-        return Capability.from_wire(self.request("GET", f"/v1/capabilities/{_seg(capability_id)}"))
+        return Capability.from_wire(self.request("GET", f"/v1/capabilities/{_seg(capability_id)}", timeout=timeout))
 
-    def _issue(self, path: str, audience: str, issued_by: str, ttl_seconds: Optional[int]) -> CapabilityToken:
+    def _issue(self, path: str, audience: str, issued_by: str, ttl_seconds: Optional[int], timeout: Optional[float]) -> CapabilityToken:
         body: Dict[str, Any] = {"audience": audience, "issued_by": issued_by}
         if ttl_seconds is not None:
             body["ttl_seconds"] = ttl_seconds
-        return CapabilityToken.from_wire(self.request("POST", path, json_body=body))
+        return CapabilityToken.from_wire(self.request("POST", path, json_body=body, timeout=timeout))
 
     # --- governance (what the platform UI does) ---------------------------
 
@@ -608,12 +627,15 @@ class MandateClient:
         content: Optional[bytes] = None,
         params: Optional[Mapping[str, str]] = None,
         auth: Union[str, Callable[[], _Headers]] = "org",
+        timeout: Optional[float] = None,
     ) -> Any:
         """Any /v1 call with the client's retries and typed errors; answers the parsed JSON.
 
         ``auth`` is ``"org"`` (the client's key), ``"none"``, or a function
-        returning agent signature headers (called once per attempt).
+        returning agent signature headers (called once per attempt). ``timeout``
+        (seconds per attempt) overrides the client's for this call.
         """
+        per_attempt = self.timeout if timeout is None else timeout
         body = content if content is not None else (None if json_body is None else _json_bytes(json_body))
         attempt = 0
         while True:
@@ -626,9 +648,9 @@ class MandateClient:
                 headers.update(auth())
             failure: MandateError
             try:
-                response = self._http.request(method, path, content=body, params=params, headers=headers)
+                response = self._http.request(method, path, content=body, params=params, headers=headers, timeout=per_attempt)
             except httpx.TimeoutException as exc:
-                failure = TransportError(f"No answer from {self.base_url} within {self.timeout} s: {exc}", detail="timeout")
+                failure = TransportError(f"No answer from {self.base_url} within {per_attempt} s: {exc}", detail="timeout")
                 failure.__cause__ = exc
             except httpx.TransportError as exc:
                 failure = TransportError(f"Could not reach {self.base_url}: {exc}", detail="connection_failed")
@@ -641,8 +663,11 @@ class MandateClient:
                 if response.status_code < 500:
                     raise failure
             if attempt >= self.max_retries:
+                logger.debug("%s %s failed (%s); %d retries spent, giving up", method, path, failure, attempt)
                 raise failure
-            self._sleep(random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt))))
+            delay = random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt)))
+            logger.debug("%s %s failed (%s); retry %d of %d in %.3f s", method, path, failure, attempt + 1, self.max_retries, delay)
+            self._sleep(delay)
             attempt += 1
 
     def _org_headers(self) -> _Headers:

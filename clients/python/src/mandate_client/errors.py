@@ -53,8 +53,24 @@ class MandateError(Exception):
         #: Field errors of a 422: ``[{"field", "code", "message"}]``.
         self.errors: List[Dict[str, Any]] = list(errors or [])
 
+    def __str__(self) -> str:
+        # What an uncaught error prints: enough to act on without a debugger (status, code,
+        # message, every field error), e.g. "422 validation_failed: The request is invalid.
+        # [email: invalid_format (must be an email address)] (request_id req_...)".
+        head = f"{self.status} {self.detail}: {self.message}" if self.status else (f"{self.detail}: {self.message}" if self.detail else self.message)
+        fields = "; ".join(
+            f"{e.get('field', '?')}: {e.get('code', '?')}" + (f" ({e['message']})" if e.get("message") else "")
+            for e in self.errors
+            if isinstance(e, dict)
+        )
+        if fields:
+            head += f" [{fields}]"
+        if self.request_id:
+            head += f" (request_id {self.request_id})"
+        return head
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(status={self.status}, detail={self.detail!r}, request_id={self.request_id!r}, message={self.message!r})"
+        return f"{type(self).__name__}(status={self.status}, detail={self.detail!r}, request_id={self.request_id!r}, message={self.message!r}, errors={self.errors!r})"
 
 
 class ApiError(MandateError):

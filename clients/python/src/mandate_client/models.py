@@ -55,7 +55,8 @@ class Sandbox:
     """Answer of ``POST /v1/sandbox/organizations``."""
 
     organization_id: str
-    api_key: str
+    #: Shown once; kept out of ``repr`` so that logging the answer does not log the key.
+    api_key: str = field(repr=False)
     starter_policy_key: str
     raw: Json = field(repr=False, compare=False)
 
