@@ -58,10 +58,18 @@ export class MandateError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly fieldErrors: readonly FieldError[] = [],
+    /** For `rate_limited`: whole seconds until the limit lets the caller in again (the answer's Retry-After). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = "MandateError";
   }
+}
+
+/** 429 `rate_limited`, saying when to try again: `retryAfterSeconds` is rounded up, and at least 1. */
+export function rateLimited(message: string, retryAfterSeconds: number): MandateError {
+  const seconds = Number.isFinite(retryAfterSeconds) ? Math.max(1, Math.ceil(retryAfterSeconds)) : 1;
+  return new MandateError("rate_limited", message, [], seconds);
 }
 
 /** 422 `validation_failed` carrying field errors. */

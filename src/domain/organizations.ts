@@ -4,7 +4,7 @@ import { NotFoundError } from "../storage/errors.js";
 import type { ApiKeyRow, NewApiKey, NewOrganization, OrganizationRow, OrganizationStore, SandboxCounts } from "../storage/organizations.js";
 import type { InitialPolicy } from "../storage/policies.js";
 import { PERMISSIONS, type OrgCaller, type Permission } from "../base/caller.js";
-import { MandateError, notFound, validationFailed, type FieldError } from "../base/errors.js";
+import { MandateError, notFound, rateLimited, validationFailed, type FieldError } from "../base/errors.js";
 import { newId } from "./ids.js";
 
 /** The stored shapes this module hands to services. */
@@ -84,12 +84,26 @@ export class Organizations {
     }
     const c = this.creation(`Sandbox for ${normalized}`, true);
     const mailbox = mailboxOf(normalized);
+    // Each refusal names the variable that sets its limit, and says (Retry-After) when the
+    // window frees: when the oldest signup counted against it leaves the window. The total cap
+    // has no window; an hour is a polite interval to come back after.
+    const l = this.limits;
     const admit = (counts: SandboxCounts) => {
-      let why: string | null = null;
-      if (counts.total >= this.limits.sandboxMaxOrgs) why = "The sandbox is full.";
-      else if (counts.byAddressLastHour >= this.limits.sandboxPerAddressPerHour) why = "Too many sandbox organizations from this address; try again later.";
-      else if (counts.byEmailLastDay >= this.limits.sandboxPerEmailPerDay) why = "Too many sandbox organizations for this email today.";
-      if (why) throw new MandateError("rate_limited", why);
+      if (counts.total >= l.sandboxMaxOrgs) {
+        throw rateLimited(`The sandbox is full: ${l.sandboxMaxOrgs} sandbox organizations exist (MANDATE_SANDBOX_MAX_ORGS).`, 3600);
+      }
+      if (counts.byAddressLastHour >= l.sandboxPerAddressPerHour) {
+        throw rateLimited(
+          `Too many sandbox organizations from this address: at most ${l.sandboxPerAddressPerHour} per hour (MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR); try again in ${Math.max(1, Math.ceil(counts.addressWindowFreesInSeconds))} s.`,
+          counts.addressWindowFreesInSeconds,
+        );
+      }
+      if (counts.byEmailLastDay >= l.sandboxPerEmailPerDay) {
+        throw rateLimited(
+          `Too many sandbox organizations for this email: at most ${l.sandboxPerEmailPerDay} per day (MANDATE_SANDBOX_PER_EMAIL_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.emailWindowFreesInSeconds))} s.`,
+          counts.emailWindowFreesInSeconds,
+        );
+      }
     };
     const created = await this.store.createSandbox(c.org, c.key, c.policy, { email: mailbox, client_address: clientAddress }, admit);
     return { org: created.org, key: { row: created.key, secret: c.secret } };

@@ -51,6 +51,10 @@ export interface SandboxCounts {
   byEmailLastDay: number;
   /** Ever. */
   total: number;
+  /** Seconds until the oldest of `byAddressLastHour` leaves the hour (0 when there is none). */
+  addressWindowFreesInSeconds: number;
+  /** Seconds until the oldest of `byEmailLastDay` leaves the day (0 when there is none). */
+  emailWindowFreesInSeconds: number;
 }
 
 /** A state change computed from the organization as it stands under lock. */

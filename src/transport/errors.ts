@@ -47,10 +47,10 @@ const STATUS: Record<ErrorCode, [number, Code]> = {
 };
 
 /** The error as callers see it: code, human message and field errors. Unknown exceptions become `internal`. */
-export function describeError(err: unknown): { code: ErrorCode; message: string; errors: readonly FieldError[]; status: number; grpc: Code } {
+export function describeError(err: unknown): { code: ErrorCode; message: string; errors: readonly FieldError[]; status: number; grpc: Code; retryAfterSeconds?: number } {
   if (err instanceof MandateError) {
     const [status, grpc] = STATUS[err.code];
-    return { code: err.code, message: err.message, errors: err.fieldErrors, status, grpc };
+    return { code: err.code, message: err.message, errors: err.fieldErrors, status, grpc, retryAfterSeconds: err.retryAfterSeconds };
   }
   if (err instanceof ConnectError) {
     // Raised by connect itself before our code ran (bad protobuf, oversized message, …). An
@@ -82,20 +82,26 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
 /** Seconds a client is asked to wait before trying a 503 again. */
 export const RETRY_AFTER_SECONDS = 1;
 
+/** Seconds a 429 asks for when its limit does not know when it frees (an event stream closing). */
+export const RATE_LIMIT_RETRY_AFTER_SECONDS = 5;
+
 /**
- * The response headers by which an answer of `status` says when to try again: every 503 (a
- * dependency down or too slow) carries `Retry-After`, in seconds.
+ * The response headers by which an answer of `status` says when to try again, in seconds: every
+ * 503 (a dependency down or too slow) and every 429 (when the limit's window frees, when the
+ * limit knows; `retryAfterSeconds`).
  */
-export function retryHeaders(status: number): Record<string, string> {
-  return status === 503 ? { "retry-after": String(RETRY_AFTER_SECONDS) } : {};
+export function retryHeaders(status: number, retryAfterSeconds?: number): Record<string, string> {
+  if (status === 503) return { "retry-after": String(RETRY_AFTER_SECONDS) };
+  if (status === 429) return { "retry-after": String(retryAfterSeconds ?? RATE_LIMIT_RETRY_AFTER_SECONDS) };
+  return {};
 }
 
 /** The /v1 JSON body of an error. */
-export function errorBody(err: unknown, requestId: string): { status: number; body: Record<string, unknown> } {
+export function errorBody(err: unknown, requestId: string): { status: number; body: Record<string, unknown>; headers: Record<string, string> } {
   const d = describeError(err);
   const body: Record<string, unknown> = { detail: d.code, message: d.message, request_id: requestId };
   if (d.errors.length > 0 || d.code === "validation_failed") body.errors = d.errors;
-  return { status: d.status, body };
+  return { status: d.status, body, headers: retryHeaders(d.status, d.retryAfterSeconds) };
 }
 
 /** The same error as a ConnectError carrying an ErrorDetail, for gRPC, gRPC-Web and Connect. */
@@ -104,7 +110,7 @@ export function toConnectError(err: unknown, requestId: string): ConnectError {
   const detail = create(ErrorDetailSchema, { detail: d.code, message: d.message, requestId, errors: d.errors.map((e) => ({ ...e, line: e.line ?? 0, column: e.column ?? 0 })) });
   // A 503's retry hint travels in the metadata (trailers on gRPC, headers on Connect): Retry-After as
   // on /v1, and grpc-retry-pushback-ms, which gRPC clients with a retry policy honour.
-  const retry = retryHeaders(d.status);
+  const retry = retryHeaders(d.status, d.retryAfterSeconds);
   const metadata: Record<string, string> = { "x-request-id": requestId, ...retry };
   if (retry["retry-after"]) metadata["grpc-retry-pushback-ms"] = String(Number(retry["retry-after"]) * 1000);
   return new ConnectError(d.message, d.grpc, metadata, [{ desc: ErrorDetailSchema, value: detail }]);

@@ -3,7 +3,7 @@ import type http2 from "node:http2";
 import { create, type DescMessage, type Message } from "@bufbuild/protobuf";
 import { MandateError, validationFailed, type FieldError } from "../base/errors.js";
 import { EventService } from "../gen/mandate/v1alpha/events_pb.js";
-import { errorBody, retryHeaders } from "./errors.js";
+import { errorBody } from "./errors.js";
 import { messageToWire } from "./json-wire.js";
 import { headerReader, headersOf } from "./node-request.js";
 import type { RequestPipeline } from "./pipeline.js";
@@ -90,11 +90,11 @@ export function createEventStreamRoute(services: readonly RegisteredService[], p
         if (s >= 500 && !(err instanceof MandateError)) pipeline.logger.error({ err, request_id: requestId }, "event stream failed");
         return;
       }
-      const { status: errStatus, body } = errorBody(err, requestId);
+      const { status: errStatus, body, headers: retry } = errorBody(err, requestId);
       status = errStatus;
       if (status >= 500 && !(err instanceof MandateError)) pipeline.logger.error({ err, request_id: requestId }, "request failed");
       const text = JSON.stringify(body);
-      res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), "x-request-id": requestId, ...retryHeaders(status) });
+      res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), "x-request-id": requestId, ...retry });
       res.end(text);
     } finally {
       await messages?.return(undefined).catch(() => undefined);

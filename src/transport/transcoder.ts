@@ -128,13 +128,13 @@ function sendHttpBody(res: NodeResponse, output: Message, requestId: string): vo
   res.end(data);
 }
 
-function send(res: NodeResponse, status: number, body: unknown, requestId: string, close = false): void {
+function send(res: NodeResponse, status: number, body: unknown, requestId: string, close = false, retry: Record<string, string> = retryHeaders(status)): void {
   const text = JSON.stringify(body);
   const headers: Record<string, string | number> = {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "x-request-id": requestId,
-    ...retryHeaders(status),
+    ...retry,
   };
   // The unread rest of an oversized body would be parsed as the next request: end the connection.
   if (close && !("stream" in res)) headers.connection = "close";
@@ -189,10 +189,10 @@ export function createTranscoder(services: readonly RegisteredService[], pipelin
         clientClosed = true;
         return;
       }
-      const { status: errStatus, body } = errorBody(err, requestId);
+      const { status: errStatus, body, headers } = errorBody(err, requestId);
       status = errStatus;
       if (status >= 500) pipeline.logger.error({ err, request_id: requestId }, "request failed");
-      send(res, status, body, requestId, status === 413);
+      send(res, status, body, requestId, status === 413, headers);
     } finally {
       const ms = performance.now() - started;
       const rpc = route ? `${route.service.name}.${route.method.name}` : "unrouted";

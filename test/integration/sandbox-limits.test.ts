@@ -72,3 +72,41 @@ describe("sandbox limits under concurrency, across two replicas", () => {
     expect(await count(url, "SELECT count(*)::int AS n FROM organizations WHERE NOT sandbox")).toBe(1);
   });
 });
+
+describe("a refused signup says why and when to come back", () => {
+  /** The Retry-After of a 429 and the wait its message states: the same whole number of seconds. */
+  function retryAfter(res: { status: number; body: unknown; headers: Headers }, variable: string, window: number): number {
+    expect(res.status).toBe(429);
+    const message = (res.body as { message: string }).message;
+    expect(message).toContain(`(${variable})`);
+    const header = Number(res.headers.get("retry-after"));
+    expect(Number.isInteger(header)).toBe(true);
+    // When the only signup counted leaves the window: within the window, never past it.
+    expect(header).toBeGreaterThanOrEqual(1);
+    expect(header).toBeLessThanOrEqual(window);
+    expect(message).toContain(`try again in ${header} s`);
+    return header;
+  }
+
+  it("per email and per address: Retry-After until the window frees, and the limit's variable in the message", async () => {
+    const url = await createTestDatabase("limits");
+    const svc = await startService({ DATABASE_URL: url, MANDATE_SANDBOX_PER_EMAIL_PER_DAY: "1", MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR: "2" });
+    started.push(svc);
+    const email = uniqueEmail("retry");
+    expect((await svc.v1("POST", "/v1/sandbox/organizations", { body: { email } })).status).toBe(200);
+    retryAfter(await svc.v1("POST", "/v1/sandbox/organizations", { body: { email } }), "MANDATE_SANDBOX_PER_EMAIL_PER_DAY", 86_400);
+    expect((await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("retry") } })).status).toBe(200);
+    retryAfter(await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("retry") } }), "MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR", 3_600);
+  });
+
+  it("the total cap names MANDATE_SANDBOX_MAX_ORGS and still carries Retry-After", async () => {
+    const url = await createTestDatabase("limits");
+    const svc = await startService({ DATABASE_URL: url, MANDATE_SANDBOX_MAX_ORGS: "1" });
+    started.push(svc);
+    expect((await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("cap") } })).status).toBe(200);
+    const res = await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("cap") } });
+    expect(res.status).toBe(429);
+    expect((res.body as { message: string }).message).toContain("(MANDATE_SANDBOX_MAX_ORGS)");
+    expect(res.headers.get("retry-after")).toBe("3600");
+  });
+});

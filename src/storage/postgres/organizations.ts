@@ -88,7 +88,9 @@ export const organizationSql = {
       `SELECT
          (SELECT count(*) FROM sandbox_signups WHERE client_address = $1 AND created_at > now() - interval '1 hour')::int AS "byAddressLastHour",
          (SELECT count(*) FROM sandbox_signups WHERE email = $2 AND created_at > now() - interval '1 day')::int AS "byEmailLastDay",
-         (SELECT count(*) FROM sandbox_signups)::int AS total`,
+         (SELECT count(*) FROM sandbox_signups)::int AS total,
+         COALESCE((SELECT extract(epoch FROM min(created_at) + interval '1 hour' - now()) FROM sandbox_signups WHERE client_address = $1 AND created_at > now() - interval '1 hour'), 0)::float8 AS "addressWindowFreesInSeconds",
+         COALESCE((SELECT extract(epoch FROM min(created_at) + interval '1 day' - now()) FROM sandbox_signups WHERE email = $2 AND created_at > now() - interval '1 day'), 0)::float8 AS "emailWindowFreesInSeconds"`,
       [signup.client_address, signup.email],
     );
     return rows[0]!;
