@@ -2,6 +2,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, type ReactNode } from "react";
 import { useOrganization, usePermissions } from "./api/hooks";
 import { Link } from "./components/link";
+import { authoringPage, authoringTitle } from "./pages/authoring-routes";
 import { OperatorPage } from "./pages/operator";
 import { OverviewPage } from "./pages/overview";
 import { ReviewPage } from "./pages/review";
@@ -47,6 +48,7 @@ function titleOf(path: string): string {
   if (path === "/sign-in") return "Sign in";
   if (path === "/sign-up") return "Sandbox sign-up";
   if (path === "/operator") return "Operator mode";
+  if (authoringTitle(path)) return authoringTitle(path)!;
   if (path.startsWith("/reviews/")) return "Review";
   if (path === "/reviews") return "Review queue";
   return "Organization";
@@ -58,6 +60,7 @@ function Page({ path }: { path: string }): ReactNode {
   if (path === "/operator") return <OperatorPage />;
   if (path === "/" || path === "") return <OverviewPage />;
   if (path === "/reviews") return <Gate permission="DECISION_READ"><ReviewsPage /></Gate>;
+  if (authoringPage(path)) return authoringPage(path);
   const review = match("/reviews/:id", path);
   if (review) return <Gate permission="DECISION_READ"><ReviewPage decisionId={review.id!} /></Gate>;
   return (
@@ -111,6 +114,7 @@ function Header() {
               <li>
                 <Link to="/">Organization</Link>
               </li>
+              <li><Link to="/governance">Governance</Link></li>
               {permissions.data?.has("DECISION_READ") && (
                 <li>
                   <Link to="/reviews">Review queue</Link>
