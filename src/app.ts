@@ -72,6 +72,7 @@ import { RequestPipeline } from "./transport/pipeline.js";
 import { createClientAddressOf } from "./transport/client-address.js";
 import { listen } from "./transport/server.js";
 import { createConsoleRoute } from "./transport/console-assets.js";
+import { createCors } from "./transport/cors.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
 
@@ -221,6 +222,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       connections: config.connections,
       // The built console (console/dist), read once here: a build made later needs a restart.
       console: createConsoleRoute(config.consoleDir),
+      cors: createCors(config.corsOrigins),
       plainRoutes: {
         "/.well-known/jwks.json": () => log.jwks(),
         "/openapi.json": async () => openapi,

@@ -3,6 +3,7 @@ import { projectRoot } from "./policy/opa.js";
 import type { Limits } from "./domain/limits.js";
 import { DEFAULT_DATABASE_TIMEOUT_MS } from "./storage/postgres/database.js";
 import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./transport/connection-limits.js";
+import { parseCorsOrigins } from "./transport/cors.js";
 import { DEFAULT_EVALUATION_TIMEOUT_MS } from "./policy/engine.js";
 
 export type { Limits };
@@ -37,6 +38,8 @@ export interface Config {
   connections: ConnectionLimits;
   /** Webhook subscriptions and delivery (docs/webhooks.md). */
   webhooks: WebhookConfig;
+  /** Origins whose browser scripts may call the API (MANDATE_CORS_ORIGINS, comma-separated; `*` for any); empty: none. */
+  corsOrigins: string[];
 }
 
 /** How webhooks are bounded and delivered (docs/webhooks.md). */
@@ -136,6 +139,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connections: connectionLimitsFromEnv(env),
     trustedProxies: trustedProxiesFromEnv(env),
     webhooks: webhookConfigFromEnv(env),
+    corsOrigins: parseCorsOrigins(env.MANDATE_CORS_ORIGINS),
     limits: {
       intentBodyBytes: 64 * 1024,
       requestBodyBytes: 2 * 1024 * 1024,

@@ -48,6 +48,8 @@ export async function listen(options: {
   /** The console's static files at /console (and `GET /`): answers and returns true for its paths. */
   console?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   connections?: ConnectionLimits;
+  /** CORS headers and preflights (cors.ts): answers and returns true for a preflight. */
+  cors?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
 }): Promise<RunningServer> {
   // Refuses to serve (NodeInternalsError, naming the Node version) where a private detail of Node
   // or connect that the transport relies on differs from what node-internals.ts expects.
@@ -93,6 +95,8 @@ export async function listen(options: {
 
   // connect-node's adapter, plus one error-shaping wrapper around every RPC handler.
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
+    // Before any route: a preflight is answered here, and every answer carries the CORS headers.
+    if (options.cors?.(req, res)) return;
     const rpc = rpcs.get((req.url ?? "").split("?", 1)[0]!);
     if (!rpc) {
       fallback(req, res);

@@ -38,6 +38,7 @@ export type ServiceEnv = {
   MANDATE_WEBHOOK_MAX_IN_FLIGHT: string;
   MANDATE_WEBHOOK_SWEEP_MS: string;
   MANDATE_EVENT_RETENTION_DAYS: string;
+  MANDATE_CORS_ORIGINS: string;
 };
 
 /** A /v1 answer: status, parsed JSON body (or the raw text when it is not JSON) and headers. */
