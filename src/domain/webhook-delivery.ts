@@ -89,8 +89,9 @@ class Coalesced {
 /**
  * Delivers the organizations' events to their webhooks, in every replica at once without sending
  * twice (docs/webhooks.md, Delivery):
- * 1. **Enqueue.** Woken by the LISTEN fan-out for an organization that has webhooks (or by the
- *    sweep), it claims that organization's webhook cursors (FOR UPDATE SKIP LOCKED: a replica
+ * 1. **Enqueue.** Woken by the event notifications (a commit in this process at once, another
+ *    replica's through NOTIFY) for an organization that has webhooks, or by the sweep, it claims
+ *    that organization's webhook cursors (FOR UPDATE SKIP LOCKED: a replica
  *    that finds them claimed leaves them to the one that has them), reads the evidence records
  *    after the lowest cursor, projects them to events (domain/events.ts), and in the same
  *    transaction inserts one delivery per subscribed event (unique per webhook and event) and
