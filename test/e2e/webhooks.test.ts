@@ -387,7 +387,6 @@ describe("deliveries", () => {
       return ds[0]?.state === "delivered" && ds;
     });
     expect(d.attempts.map((a: any) => [a.status, a.error])).toEqual([[0, "timeout after 500 ms"], [204, ""]]);
-    expect(d.attempts[0].latency_ms).toBeGreaterThanOrEqual(500);
   });
 
   it("after the last retry the delivery is failed, the webhook failing, and a WebhookFailing event tells the organization; rotating the secret clears failing", async () => {
