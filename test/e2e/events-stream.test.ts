@@ -1,4 +1,5 @@
 import http from "node:http";
+import http2 from "node:http2";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -446,13 +447,21 @@ describe("WatchEvents: long-lived streams", () => {
       // Connect's server streaming is a POST over HTTP/1.1 whose body arrived whole at once.
       const connect = short.connect(EventService).watchEvents({}, { headers: { authorization: `Bearer ${org.apiKey}` } })[Symbol.asyncIterator]();
       expect((await connect.next()).value?.heartbeatAt).toBeDefined();
-      await Promise.all([grpc.listening(), sse.listening()]);
+      // Server-Sent Events over HTTP/2 (h2c): a GET whose HEADERS end the request.
+      const session = http2.connect(short.baseUrl);
+      const h2 = session.request({ ":method": "GET", ":path": "/v1alpha/events:watch", authorization: `Bearer ${org.apiKey}` });
+      h2.setEncoding("utf8");
+      let h2Text = "";
+      h2.on("data", (chunk: string) => (h2Text += chunk));
+      const h2Ended = new Promise<void>((resolve) => h2.on("close", () => resolve()));
+      await Promise.all([grpc.listening(), sse.listening(), waitFor("the HTTP/2 stream's first heartbeat", () => h2Text.startsWith(": heartbeat "), { timeoutMs: WATCHDOG_MS })]);
       const opened = Date.now();
       // A condition on the clock, polled: three deadlines have passed since the streams opened.
       await waitFor("three request deadlines to pass", () => Date.now() - opened > 3000, { timeoutMs: WATCHDOG_MS, intervalMs: 100 });
       await newAgent(short, org, "registered");
       const one = (e: Envelope[]) => e.some((x) => x.event === "AgentStateChanged");
       await Promise.all([grpc.until("the late event over gRPC", one), sse.until("the late event over SSE", one)]);
+      await waitFor("the late event over HTTP/2 SSE", () => h2Text.includes("event: AgentStateChanged\n"), { timeoutMs: WATCHDOG_MS });
       let late = (await connect.next()).value as Event | undefined;
       while (late?.heartbeatAt) late = (await connect.next()).value as Event | undefined;
       expect(late?.event).toBe("AgentStateChanged");
@@ -460,6 +469,8 @@ describe("WatchEvents: long-lived streams", () => {
       expect(await refusal(grpc)).toMatchObject({ code: Code.Unavailable, detail: "unavailable" });
       expect(await sse.ended).toBeUndefined();
       await expect(connect.next()).rejects.toSatisfy((err) => ConnectError.from(err).code === Code.Unavailable);
+      await h2Ended;
+      session.close();
     } finally {
       await short.close();
     }
