@@ -1,4 +1,4 @@
-import { useSyncExternalStore } from "react";
+import { useCallback, useSyncExternalStore } from "react";
 import { useCredential } from "../session";
 
 /*
@@ -50,7 +50,10 @@ export function useIdentity(): { identity: string | undefined; learn: (identity:
     () => known,
   );
   const secret = credential?.kind === "key" ? credential.secret : "";
-  return { identity: secret ? all[tagOf(secret)] : undefined, learn: (identity) => secret && learnIdentity(secret, identity) };
+  const learn = useCallback((identity: string) => {
+    if (secret) learnIdentity(secret, identity);
+  }, [secret]);
+  return { identity: secret ? all[tagOf(secret)] : undefined, learn };
 }
 
 /** Versions ("payments@3") this tab created, per key: their author is this key's identity. */
