@@ -115,6 +115,7 @@ function Header() {
                 <Link to="/">Organization</Link>
               </li>
               <li><Link to="/governance">Governance</Link></li>
+              <li><Link to="/policies">Policies</Link></li>
               {permissions.data?.has("DECISION_READ") && (
                 <li>
                   <Link to="/reviews">Review queue</Link>
