@@ -1,6 +1,8 @@
-import { create, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
-import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { create, createFileRegistry, fromBinary, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import { base64Decode } from "@bufbuild/protobuf/wire";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
+import { descriptorSetBase64 } from "../gen/mandate/descriptor_set.js";
 import {
   ServerReflection,
   ServerReflectionResponseSchema,
@@ -8,8 +10,8 @@ import {
   type ServerReflectionResponse,
 } from "../gen/grpc/reflection/v1/reflection_pb.js";
 
-/** Every file the services need, dependencies first. */
-function filesOf(services: readonly DescService[]): DescFile[] {
+/** Every file given and all it imports, dependencies first, one per name. */
+function closureOf(roots: readonly DescFile[]): DescFile[] {
   const out: DescFile[] = [];
   const seen = new Set<string>();
   const visit = (file: DescFile): void => {
@@ -18,8 +20,20 @@ function filesOf(services: readonly DescService[]): DescFile[] {
     file.dependencies.forEach(visit);
     out.push(file);
   };
-  services.forEach((s) => visit(s.file));
+  roots.forEach(visit);
   return out;
+}
+
+/**
+ * The files to serve: every file of proto/ with its comments, from the descriptor set
+ * `npm run generate` writes (scripts/protoc-gen-descriptor-set.mjs), so that
+ * `grpcurl describe` shows the API reference and resolves types no service imports
+ * (mandate.v1.ErrorDetail, which travels only in error details); then the served files
+ * from elsewhere (reflection.proto), from the generated descriptors.
+ */
+function filesToServe(services: readonly DescService[]): DescFile[] {
+  const documented = createFileRegistry(fromBinary(FileDescriptorSetSchema, base64Decode(descriptorSetBase64)));
+  return closureOf([...documented.files, ...services.map((s) => documented.getFile(s.file.name) ?? s.file)]);
 }
 
 /** Fully-qualified symbol → file, for file_containing_symbol. */
@@ -44,12 +58,12 @@ function symbolIndex(files: readonly DescFile[]): Map<string, DescFile> {
 }
 
 /**
- * gRPC server reflection (grpc.reflection.v1), served from the generated
- * descriptors: connect-node has none (connect-es #507), and grpcurl, buf curl
- * and other stacks need it to call the API without the .proto files.
+ * gRPC server reflection (grpc.reflection.v1), served from the API's descriptors
+ * with their source info: connect-node has none (connect-es #507), and grpcurl,
+ * buf curl and other stacks need it to call the API without the .proto files.
  */
 export function createReflectionService(services: readonly DescService[]): ServiceImpl<typeof ServerReflection> {
-  const files = filesOf(services);
+  const files = filesToServe(services);
   const byName = new Map(files.map((f) => [f.name + ".proto", f]));
   const bySymbol = symbolIndex(files);
   const serialized = new Map<DescFile, Uint8Array>();

@@ -66,11 +66,14 @@ async function servedServices(services: DescService[]): Promise<string[]> {
   const transport = createGrpcTransport({ baseUrl: svc.baseUrl });
   const served: string[] = [];
   for (const service of services) {
-    const client = createClient(service, transport) as unknown as Record<string, (req: object) => Promise<unknown>>;
-    const method = service.methods.find((m) => m.methodKind === "unary");
+    const client = createClient(service, transport) as unknown as Record<string, (req: object) => Promise<unknown> | AsyncIterable<unknown>>;
+    // A unary method, else a server-streaming one (EventService has only WatchEvents).
+    const method = service.methods.find((m) => m.methodKind === "unary") ?? service.methods.find((m) => m.methodKind === "server_streaming");
     if (!method) continue;
     try {
-      await client[method.localName]!({});
+      const answer = client[method.localName]!({});
+      if (Symbol.asyncIterator in answer) for await (const _ of answer) break;
+      else await answer;
       served.push(service.typeName);
     } catch (err) {
       if (ConnectError.from(err).code !== Code.Unimplemented) served.push(service.typeName);
@@ -133,6 +136,29 @@ describe("gRPC server reflection", () => {
     const [bySymbol, byFile] = await reflect([{ file_containing_symbol: "mandate.v1.NoSuchService" }, { file_by_filename: "mandate/v1/nothing.proto" }]);
     expect(bySymbol!.error_response?.error_code).toBe(Code.NotFound);
     expect(byFile!.error_response?.error_code).toBe(Code.NotFound);
+  });
+
+  it("resolves types no service imports (mandate.v1.ErrorDetail) and serves the proto comments", async () => {
+    const [detail, intents] = await reflect([{ file_containing_symbol: "mandate.v1.ErrorDetail" }, { file_containing_symbol: "mandate.v1.IntentService" }]);
+    const filesOf = (a: ReflectionResponse) => (a.file_descriptor_response?.file_descriptor_proto ?? []).map((b) => fromBinary(FileDescriptorProtoSchema, b));
+    /** The leading comment of a top-level message, from the source info as grpcurl describe reads it (path [4, index]). */
+    const commentOf = (file: ReturnType<typeof filesOf>[number], message: string): string | undefined => {
+      const index = file.messageType.findIndex((m) => m.name === message);
+      return file.sourceCodeInfo?.location.find((l) => l.path.length === 2 && l.path[0] === 4 && l.path[1] === index)?.leadingComments;
+    };
+
+    expect(detail!.error_response, detail!.error_response?.error_message).toBeFalsy();
+    const errors = filesOf(detail!).find((f) => f.name === "mandate/v1/errors.proto");
+    expect(errors?.messageType.map((m) => m.name)).toContain("ErrorDetail");
+    expect(commentOf(errors!, "ErrorDetail")).toMatch(/\S/);
+
+    // How a signed Intent travels over gRPC is documented on SubmitIntentRequest, and reaches the client.
+    const intentsFile = filesOf(intents!).find((f) => f.name === "mandate/v1/intents.proto");
+    expect(intentsFile, "intents.proto not served").toBeDefined();
+    expect(commentOf(intentsFile!, "SubmitIntentRequest")).toContain("x-service-signature");
+    // The annotations' own file comes with it, comments included.
+    const http = filesOf(intents!).find((f) => f.name === "google/api/http.proto");
+    expect(http?.sourceCodeInfo?.location.some((l) => l.leadingComments.includes("gRPC Transcoding"))).toBe(true);
   });
 
   it("lets buf curl list the methods and call CreateSandboxOrganization from reflection alone", async () => {
