@@ -1,5 +1,5 @@
 import { createClient } from "@connectrpc/connect";
-import { createConnectQueryKey, useMutation, useQuery, useTransport } from "@connectrpc/connect-query";
+import { createConnectQueryKey, useInfiniteQuery, useMutation, useQuery, useTransport } from "@connectrpc/connect-query";
 import { useMutation as useTanStackMutation, useQueryClient, useQuery as useTanStackQuery } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 import { AgentService } from "../../../src/gen/mandate/v1/agents_pb.js";
@@ -52,13 +52,20 @@ export function useCreateOrganization() {
 /** How often the queue is polled when no event stream is open. */
 export const POLL_MS = 3_000;
 
-/** DecisionService.ListDecisions filtered to pending human reviews: the review queue. */
+/** Pending reviews per page of the queue. */
+export const QUEUE_PAGE_SIZE = 50;
+
+/** DecisionService.ListDecisions filtered to pending human reviews, page after page: the review queue. */
 export function usePendingReviews(options: { live: "stream" | "poll" | "off" }) {
-  return useQuery(
+  return useInfiniteQuery(
     DecisionService.method.listDecisions,
-    { status: DecisionStatus.PENDING, outcome: Outcome.HUMAN_REVIEW, pageSize: 100 },
-    // With the stream open, a slow poll still picks up what no queue event reports (a first approval of two).
-    { refetchInterval: options.live === "poll" ? POLL_MS : options.live === "stream" ? 30_000 : false },
+    { status: DecisionStatus.PENDING, outcome: Outcome.HUMAN_REVIEW, pageSize: QUEUE_PAGE_SIZE, pageToken: "" },
+    {
+      pageParamKey: "pageToken",
+      getNextPageParam: (last) => last.nextPageToken || undefined,
+      // With the stream open, a slow poll still picks up what no queue event reports (a first approval of two).
+      refetchInterval: options.live === "poll" ? POLL_MS : options.live === "stream" ? 30_000 : false,
+    },
   );
 }
 
@@ -77,7 +84,7 @@ export function useReviewDecision() {
         createConnectQueryKey({ schema: DecisionService.method.getDecision, input: { decisionId: decision.decisionId }, transport, cardinality: "finite" }),
         decision,
       );
-      void queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: "finite" }) });
+      void queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: undefined }) });
     },
   });
 }
@@ -113,7 +120,7 @@ export function useReviewEvents(enabled: boolean): "stream" | "poll" {
     const abort = new AbortController();
     let after = "";
     let retry: ReturnType<typeof setTimeout> | undefined;
-    const refresh = () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: "finite" }) });
+    const refresh = () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: undefined }) });
     const open = async () => {
       try {
         const stream = createClient(EventService, transport).watchEvents({ types: QUEUE_EVENTS, after }, { signal: abort.signal });

@@ -7,7 +7,7 @@ import { Link } from "../components/link";
 /**
  * /reviews: pending HUMAN_REVIEW decisions, newest first, kept live: by the event stream when
  * the key holds EVENTS_READ (each review requested or resolved refreshes the list), otherwise by
- * polling ListDecisions every few seconds.
+ * polling ListDecisions every few seconds. Older pending reviews load a page at a time.
  */
 export function ReviewsPage() {
   const id = useId();
@@ -15,6 +15,9 @@ export function ReviewsPage() {
   const live = useReviewEvents(canWatch);
   const queue = usePendingReviews({ live });
   const canReview = useCan("REVIEWER");
+  // A decision resolved between two pages' reads could shift one onto both: listed once.
+  const seen = new Set<string>();
+  const pending = (queue.data?.pages ?? []).flatMap((p) => p.decisions).filter((d) => !seen.has(d.decisionId) && seen.add(d.decisionId));
   return (
     <main aria-labelledby={`${id}-h`}>
       <h1 id={`${id}-h`}>Review queue</h1>
@@ -26,11 +29,11 @@ export function ReviewsPage() {
         <Loading what="the review queue" />
       ) : queue.error ? (
         <ApiError error={queue.error} title="The review queue could not be read" />
-      ) : queue.data.decisions.length === 0 ? (
+      ) : pending.length === 0 ? (
         <p className="empty card">No decision is waiting for a human review.</p>
       ) : (
         <ul className="queue" aria-label="Pending reviews">
-          {queue.data.decisions.map((d) => (
+          {pending.map((d) => (
             <li key={d.decisionId} className="card" data-decision-id={d.decisionId}>
               <h2 className="h3">
                 <Link to={`/reviews/${encodeURIComponent(d.decisionId)}`}>
@@ -47,7 +50,11 @@ export function ReviewsPage() {
           ))}
         </ul>
       )}
-      {queue.data?.nextPageToken && <p className="muted">Showing the newest 100 pending reviews.</p>}
+      {queue.hasNextPage && (
+        <button type="button" onClick={() => void queue.fetchNextPage()} disabled={queue.isFetchingNextPage}>
+          {queue.isFetchingNextPage ? "Loading…" : "Show older pending reviews"}
+        </button>
+      )}
     </main>
   );
 }
