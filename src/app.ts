@@ -75,6 +75,8 @@ import { createConsoleRoute } from "./transport/console-assets.js";
 import { createCors } from "./transport/cors.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
+import { opaPath } from "./policy/opa.js";
+import { endpointOf, listenUrls, needs, packageVersion } from "./startup.js";
 
 /** A running Mandate service. */
 export interface App {
@@ -93,10 +95,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   let migrationUrl = config.migrationDatabaseUrl;
   if (!databaseUrl) {
     logger.info({ data_dir: config.dataDir }, "DATABASE_URL unset: starting embedded Postgres");
-    embedded = await startEmbeddedPostgres(
-      config.dataDir,
-      (msg) => logger.debug({ postgres: msg }),
-      (msg) => logger.warn(msg),
+    embedded = await needs("the embedded Postgres", `MANDATE_DATA_DIR=${config.dataDir}`, () =>
+      startEmbeddedPostgres(
+        config.dataDir,
+        (msg) => logger.debug({ postgres: msg }),
+        (msg) => logger.warn(msg),
+      ),
     );
     databaseUrl = embedded.serviceUrl;
     migrationUrl = embedded.ownerUrl;
@@ -114,7 +118,17 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   });
   try {
     let evidence: EvidenceLog | undefined;
+    // The first contact with each database names it when it fails (an operator reads
+    // "the database (DATABASE_URL, db:5432) is unreachable", not a bare ECONNREFUSED).
+    const where = (variable: string, url: string) => (embedded ? `embedded, MANDATE_DATA_DIR=${config.dataDir}` : `${variable}, ${endpointOf(url)}`);
+    await needs("the database", where("DATABASE_URL", databaseUrl), () => db.ping());
     const migrations = createDatabase(migrationUrl ?? databaseUrl, 2, 0);
+    if (migrationUrl) {
+      await needs("the migration database", where("MANDATE_MIGRATION_DATABASE_URL", migrationUrl), () => migrations.ping()).catch(async (err: unknown) => {
+        await migrations.close();
+        throw err;
+      });
+    }
     // The role the service logs in as gets its grants (none when it is the one migrating).
     const serviceRole = migrationUrl ? (await db.pool.query<{ role: string }>("SELECT current_user AS role")).rows[0]!.role : undefined;
     const applied = await migrate(migrations, async () => {
@@ -143,9 +157,11 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       logger.error({ err: cause, policy_bundle: digest }, "policy evaluation failed; answered 503 evaluation_unavailable"),
     );
     const graphs = new AuthorityGraphs(policyStore, principalStore);
-    await policies.prepareStarter();
+    await needs("the opa CLI", `MANDATE_OPA_PATH=${opaPath()}`, () => policies.prepareStarter());
     // The Redis mirror is told about committed state changes in the same request (docs/architecture.md, Consume paths).
     const mirror = config.redisUrl ? RedisCapabilityMirror.connect(config.redisUrl) : null;
+    // Redis is not needed to serve (Postgres decides alone), so an unreachable one is reported, not fatal.
+    const redisUp = mirror?.connected(2_500);
     const mirrorError = (err: unknown) => logger.warn({ err }, "redis mirror unavailable; Postgres decides alone");
     const organizations = new Organizations(organizationStore, config.limits, policies.starterPolicy, async (id, state) => {
       await mirror?.setOrganization(id, state).catch(mirrorError);
@@ -213,7 +229,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     registerWebhookMetrics(pipeline.metrics.registry, delivery);
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
-    const server = await listen({
+    const server = await needs("the listening socket", `HOST=${config.host} PORT=${config.port}`, () => listen({
       host: config.host,
       port: config.port,
       services,
@@ -234,9 +250,32 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         },
         "/metrics": () => pipeline.metrics.text(),
       },
-    });
+    }));
     delivery.start();
-    logger.info({ port: server.port }, "listening");
+    const version = packageVersion();
+    const urls = listenUrls("http", config.host, server.port);
+    const storage = embedded ? `embedded Postgres in ${config.dataDir}` : `external Postgres at ${endpointOf(databaseUrl)}`;
+    const consume = config.redisUrl ? `Redis at ${endpointOf(config.redisUrl)}` : "Postgres only (REDIS_URL unset)";
+    // The one line an operator reads first; "listening" and `port` are what scripts and tests wait for.
+    logger.info(
+      {
+        port: server.port,
+        urls,
+        version,
+        storage: embedded ? { mode: "embedded", data_dir: config.dataDir } : { mode: "external", database: endpointOf(databaseUrl) },
+        consume: config.redisUrl ? { mode: "redis", redis: endpointOf(config.redisUrl) } : { mode: "postgres" },
+        events: true,
+        webhooks: true,
+        summary: `Mandate ${version} on ${urls.join(", ")}; storage: ${storage}; consume: ${consume}; events and webhooks on`,
+      },
+      "listening",
+    );
+    if (mirror && !(await redisUp)) {
+      logger.warn(
+        { err: mirror.lastError, redis: endpointOf(config.redisUrl!) },
+        `Redis (REDIS_URL, ${endpointOf(config.redisUrl!)}) is unreachable: ${mirror.lastError?.message ?? "no connection yet"}; capabilities are consumed in Postgres alone until it answers`,
+      );
+    }
     return {
       port: server.port,
       logger,

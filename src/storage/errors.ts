@@ -35,8 +35,10 @@ export class NotFoundError extends StorageError {
 
 /** The store cannot be reached; nothing is known to have been written. 503 `unavailable`. */
 export class UnavailableError extends MandateError {
-  constructor() {
+  /** `cause`: the driver's failure, for logs and the start-up message; never shown to a caller. */
+  constructor(cause?: unknown) {
     super("unavailable", "The database is unavailable.");
+    if (cause !== undefined) this.cause = cause;
   }
 }
 

@@ -89,7 +89,7 @@ export class Database {
       return await this.raw.connect();
     } catch (err) {
       const translated = this.failure(err);
-      throw translated instanceof UnavailableError ? translated : new UnavailableError();
+      throw translated instanceof UnavailableError ? translated : new UnavailableError(err);
     }
   }
 

@@ -34,8 +34,8 @@ export function fromPg(err: unknown): unknown {
   // Class 08: connection exceptions; 57P01..57P03: the server is shutting down or starting; 57014:
   // a statement cancelled (statement_timeout: the server is too slow); class 53: insufficient
   // resources (too many connections, out of memory or disk).
-  if (code !== undefined && (code.startsWith("08") || code.startsWith("53") || /^57(P0[123]|014)$/.test(code) || UNREACHABLE.has(code))) return new UnavailableError();
-  if (code === undefined && UNREACHABLE_MESSAGE.test(e?.message ?? "")) return new UnavailableError();
+  if (code !== undefined && (code.startsWith("08") || code.startsWith("53") || /^57(P0[123]|014)$/.test(code) || UNREACHABLE.has(code))) return new UnavailableError(err);
+  if (code === undefined && UNREACHABLE_MESSAGE.test(e?.message ?? "")) return new UnavailableError(err);
   return err;
 }
 

@@ -72,9 +72,34 @@ export class RedisCapabilityMirror implements CapabilityMirror {
       disableOfflineQueue: true,
       socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
     });
-    client.on("error", () => undefined);
+    const mirror = new RedisCapabilityMirror(client);
+    client.on("error", (err: Error) => {
+      mirror.lastError = err;
+    });
     client.connect().catch(() => undefined);
-    return new RedisCapabilityMirror(client);
+    return mirror;
+  }
+
+  /** The connection's last failure, for the start-up report of an unreachable Redis. */
+  lastError: Error | undefined;
+
+  /**
+   * Whether the connection is up within `timeoutMs`. Start-up reports an unreachable Redis by
+   * name and serves anyway (consumes fall back to Postgres), so this never throws.
+   */
+  async connected(timeoutMs: number): Promise<boolean> {
+    if (this.client.isReady) return true;
+    return new Promise<boolean>((resolve) => {
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.client.off("ready", onReady);
+        resolve(false);
+      }, timeoutMs);
+      this.client.once("ready", onReady);
+    });
   }
 
   private key(organizationId: string, kind: string, id = ""): string {
