@@ -3,9 +3,9 @@
 #   - npm packages (`npm ci`) when node_modules is missing or older than package-lock.json;
 #   - the opa CLI, built from the Go module proxy at a pinned version into .tools/bin
 #     (never a downloaded release binary; the first build takes a few minutes);
-#   - redis-server and Debian's chromium for the tests (apt-get, only as root; the console's
-#     browser tests drive /usr/bin/chromium with playwright-core, which never downloads a
-#     browser). `--for-start` skips them: the service itself runs without either;
+#   - redis-server, Debian's chromium and protoc for the tests (apt-get, only as root; the
+#     console's browser tests drive /usr/bin/chromium with playwright-core, which never
+#     downloads a browser). `--for-start` skips them: the service itself runs without them;
 #   - the console's build (console/dist, served at /console) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +60,19 @@ if [ "$for_start" = false ]; then
     fi
   fi
   say "$(chromium --version 2>/dev/null | head -1)"
+  # protoc with the well-known types (libprotobuf-dev puts them in /usr/include, which
+  # protoc searches by itself): test/e2e/grpc-go.test.ts compiles a copy of proto/ alone.
+  if ! command -v protoc >/dev/null 2>&1 || [ ! -f /usr/include/google/protobuf/timestamp.proto ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      say "installing protoc (apt-get: protobuf-compiler, libprotobuf-dev)"
+      DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends protobuf-compiler libprotobuf-dev >/dev/null
+    else
+      say "the tests need protoc with the well-known types: install them (e.g. sudo apt-get install protobuf-compiler libprotobuf-dev) and run again"
+      exit 1
+    fi
+  fi
+  say "protoc $(protoc --version | cut -d' ' -f2)"
 fi
 
 # --- the console ----------------------------------------------------------------
