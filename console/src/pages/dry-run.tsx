@@ -1,5 +1,5 @@
 import { toJson } from "@bufbuild/protobuf";
-import { ListValueSchema } from "@bufbuild/protobuf/wkt";
+import { ListValueSchema, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useId, useState, type FormEvent } from "react";
 import { Outcome } from "../../../src/gen/mandate/v1/decisions_pb.js";
@@ -11,13 +11,11 @@ import { Link } from "../components/link";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
 
-const EXAMPLE = `{
-  "agent_id": "agt_…",
-  "action": "vendor_payment",
-  "amount": 2500,
-  "currency": "USD",
-  "counterparty": "ACME Corp"
-}`;
+/** An Intent to start from: the fields POST /v1/intents requires, with a fresh nonce and time. */
+function example(): string {
+  const intent = { agent_id: "agt_…", action: "vendor_payment", amount: 2500, currency: "USD", counterparty: "ACME Corp", requested_at: new Date().toISOString(), nonce: crypto.randomUUID() };
+  return JSON.stringify(intent, null, 2);
+}
 
 const OUTCOME = (o: Outcome) => Outcome[o] ?? "UNSPECIFIED";
 
@@ -37,7 +35,7 @@ export function DryRunPage() {
   const id = useId();
   const evaluate = useEvaluatePolicy();
   const params = new URLSearchParams(window.location.search);
-  const [intent, setIntent] = useState(EXAMPLE);
+  const [intent, setIntent] = useState(example);
   const [versions, setVersions] = useState(params.get("policy") ? `${params.get("policy")}=${params.get("version") ?? ""}` : "");
   const [graphVersion, setGraphVersion] = useState("");
   const [problem, setProblem] = useState<{ field: "intent" | "versions"; message: string } | null>(null);
@@ -151,7 +149,10 @@ export function DryRunPage() {
 /** Every rule of the covering policies: fired (with its outcome), or the first condition that did not hold and the value seen. */
 function RuleTable({ rules }: { rules: RuleEvaluation[] }) {
   if (rules.length === 0) return <p className="muted small">No rule to explain (no policy compiled from a rules document covers the action).</p>;
-  const value = (v: unknown) => (v === undefined || v === null ? "missing" : JSON.stringify(v));
+  const value = (v: Value | undefined) => {
+    const json = v ? toJson(ValueSchema, v) : null;
+    return json === null ? "missing" : JSON.stringify(json);
+  };
   return (
     <div className="table-wrap" tabIndex={0} role="group" aria-label="Rules (scrollable)">
       <table data-testid="dry-run-rules">
