@@ -72,6 +72,20 @@ const CURRENCY = /^[A-Z]{3}$/;
 const RESOURCE = /^[A-Za-z0-9_.-]{1,64}:\S{1,512}$/;
 const UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 const CONTEXT_KEY = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
+const AGENT_ID = /^\S{1,64}$/;
+const COUNTERPARTY = /^[^\u0000-\u001f]{1,256}$/;
+
+/** The formats parseIntent checks, for documents that describe the Intent (the OpenAPI schema) and must not drift from it. */
+export const INTENT_FORMATS = {
+  agent_id: AGENT_ID,
+  action: ACTION,
+  currency: CURRENCY,
+  counterparty: COUNTERPARTY,
+  resource: RESOURCE,
+  requested_at: UTC,
+  nonce: UUID,
+  context_key: CONTEXT_KEY,
+} as const;
 
 /** Reads a dotted path such as `context.po_number` out of an Intent document (contracts name fields this way). */
 export function valueAt(intent: Record<string, unknown>, path: string): unknown {
@@ -164,10 +178,10 @@ export function parseIntent(bytes: Uint8Array): Intent {
     } else if (typeof v !== "string") bad(key, "invalid_type", `expected a string (${what})`);
     else if (!re.test(v)) bad(key, "invalid_format", `must be ${what}`);
   };
-  str("agent_id", /^\S{1,64}$/, "the agent's id", true);
+  str("agent_id", AGENT_ID, "the agent's id", true);
   str("action", ACTION, "an action name (letters, digits, _ . : -)", true);
   str("currency", CURRENCY, "an ISO 4217 code such as USD", false);
-  str("counterparty", /^[^\u0000-\u001f]{1,256}$/, "1..256 printable characters", false);
+  str("counterparty", COUNTERPARTY, "1..256 printable characters", false);
   str("resource", RESOURCE, "<kind>:<identifier>", false);
   str("requested_at", UTC, "an ISO 8601 UTC timestamp", true);
   str("nonce", UUID, "a UUID", true);
