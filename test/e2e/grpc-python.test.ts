@@ -7,7 +7,8 @@ import { pythonVenv, ROOT, run } from "./clients-python-env.js";
 
 /*
  * Issue 8, "any gRPC stack": Python stubs generated with grpcio-tools from
- * proto/ alone (plus google/api and google/rpc from google-proto-files), then
+ * proto/ alone (google/api vendored there; google/rpc/status.proto, for the
+ * status details, from google-proto-files), then
  * examples/grpc/python/submit_and_verify.py submits a signed Intent over gRPC
  * (bytes field + x-service-key-id / x-service-signature metadata), issues and
  * verifies a Capability over gRPC, and reads the mandate.v1.ErrorDetail of a
@@ -45,6 +46,7 @@ describe("Python grpcio with stubs generated from proto/", () => {
       ...protos.map((p) => path.relative("proto", p)),
       "google/api/annotations.proto",
       "google/api/http.proto",
+      "google/api/field_behavior.proto",
       "google/rpc/status.proto",
     ]);
     expect(res.code, res.stderr).toBe(0);

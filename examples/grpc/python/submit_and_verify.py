@@ -1,15 +1,17 @@
 """Mandate over plain gRPC from Python, with stubs generated from proto/ alone.
 
 No Mandate client library: grpcio, the stubs grpcio-tools generates from
-proto/mandate/v1/*.proto (plus google/api/{annotations,http}.proto and
-google/rpc/status.proto), and `cryptography` for the agent's Ed25519 key.
+proto/mandate/v1/*.proto (plus google/api/{annotations,http,field_behavior}.proto,
+vendored in proto/, and google/rpc/status.proto for the error details), and
+`cryptography` for the agent's Ed25519 key.
 
 Generate the stubs, then run (MANDATE_BASE_URL is the service's URL; gRPC is
 served on the same port, h2c):
 
     python -m grpc_tools.protoc -I proto -I node_modules/google-proto-files \
         --python_out=/tmp/stubs --grpc_python_out=/tmp/stubs \
-        proto/mandate/v1/*.proto google/api/annotations.proto google/api/http.proto google/rpc/status.proto
+        proto/mandate/v1/*.proto google/api/annotations.proto google/api/http.proto \
+        google/api/field_behavior.proto google/rpc/status.proto
     PYTHONPATH=/tmp/stubs MANDATE_BASE_URL=http://127.0.0.1:8080 python examples/grpc/python/submit_and_verify.py
 
 It creates a sandbox organization, registers and activates an agent, submits
