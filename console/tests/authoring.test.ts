@@ -247,8 +247,9 @@ describe("the console's governance and policies pages", () => {
       await page.getByRole("link", { name: "Dry-run an Intent against this version" }).click();
       await page.getByRole("heading", { name: "Dry-run an Intent" }).waitFor();
       expect(await page.getByLabel("Policy versions instead of the active ones (optional)").inputValue()).toBe("payments=1");
-      const intent = JSON.parse(await page.getByLabel("Intent (JSON)").inputValue()) as Record<string, unknown>;
-      await page.getByLabel("Intent (JSON)").fill(JSON.stringify({ ...intent, agent_id: agent.agentId, amount: 2_500 }, null, 2));
+      // The agent is picked from the organization's active agents; the example Intent asks for 2,500 USD.
+      await page.getByLabel("Agent").selectOption(agent.agentId);
+      await expect.poll(async () => JSON.parse(await page.getByLabel("Intent (JSON)").inputValue())).toMatchObject({ agent_id: agent.agentId, amount: 2_500, currency: "USD" });
       await page.getByRole("button", { name: "Evaluate" }).click();
       await page.getByTestId("dry-run-result").waitFor();
       expect(await page.getByTestId("dry-run-outcome").textContent()).toBe("HUMAN_REVIEW");

@@ -1,5 +1,6 @@
 import { createConnectQueryKey, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
+import { AgentService } from "../../../src/gen/mandate/v1/agents_pb.js";
 import { PolicyService } from "../../../src/gen/mandate/v1/policies_pb.js";
 
 /*
@@ -80,4 +81,9 @@ export function useRollbackPolicy() {
 export function useDisablePolicy() {
   const invalidate = useInvalidatePolicies();
   return useMutation(M.disablePolicy, { onSuccess: invalidate });
+}
+
+/** AgentService.ListAgents (first 500): the agents a dry run's Intent may name. */
+export function useDryRunAgents() {
+  return useQuery(AgentService.method.listAgents, { pageSize: 500 });
 }

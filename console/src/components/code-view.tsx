@@ -44,6 +44,8 @@ function toLines(tree: Root): Segment[][] {
     }
   };
   for (const child of tree.children) walk(child, "");
+  // A text ending with a newline has no empty last line to show.
+  if (lines.length > 1 && lines[lines.length - 1]!.length === 0) lines.pop();
   return lines;
 }
 

@@ -1,10 +1,11 @@
 import { toJson } from "@bufbuild/protobuf";
 import { ListValueSchema, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import type { JsonObject } from "@bufbuild/protobuf";
-import { useId, useState, type FormEvent } from "react";
+import { useEffect, useId, useState, type FormEvent } from "react";
 import { Outcome } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import type { RuleEvaluation } from "../../../src/gen/mandate/v1/policies_pb.js";
-import { useEvaluatePolicy } from "../api/policies";
+import { useDryRunAgents, useEvaluatePolicy } from "../api/policies";
+import { AgentState } from "../../../src/gen/mandate/v1/agents_pb.js";
 import { ApiError } from "../components/api-error";
 import { CodeView } from "../components/code-view";
 import { Link } from "../components/link";
@@ -60,6 +61,29 @@ export function DryRunPage() {
     setProblem(null);
     evaluate.mutate({ intent: parsed as JsonObject, policyVersions, graphVersion: Number(graphVersion) || 0 });
   };
+  const agents = useDryRunAgents();
+  const active = (agents.data?.agents ?? []).filter((a) => a.state === AgentState.ACTIVE);
+  // The Intent names the agent picked (the first active one to start with).
+  const setAgent = (agentId: string) => {
+    try {
+      const parsed = JSON.parse(intent) as Record<string, unknown>;
+      setIntent(JSON.stringify({ ...parsed, agent_id: agentId }, null, 2));
+    } catch {
+      // The text is being edited and is not JSON: the author writes agent_id by hand.
+    }
+  };
+  const firstActive = active[0]?.agentId;
+  useEffect(() => {
+    if (firstActive && intent.includes('"agt_…"')) setAgent(firstActive);
+    // Only when the list arrives, for the untouched example.
+  }, [firstActive]);
+  const current = (() => {
+    try {
+      return String((JSON.parse(intent) as Record<string, unknown>).agent_id ?? "");
+    } catch {
+      return "";
+    }
+  })();
   const r = evaluate.data;
   return (
     <main aria-labelledby={`${id}-h`}>
@@ -72,6 +96,15 @@ export function DryRunPage() {
         without recording anything.
       </p>
       <form className="card" onSubmit={run} noValidate aria-label="Dry run">
+        <label htmlFor={`${id}-agent`}>Agent</label>
+        <select id={`${id}-agent`} value={active.some((a) => a.agentId === current) ? current : ""} onChange={(e) => e.target.value && setAgent(e.target.value)}>
+          <option value="">{agents.isPending ? "Loading the agents…" : active.length ? "(as written in the Intent)" : "No active agent"}</option>
+          {active.map((a) => (
+            <option key={a.agentId} value={a.agentId}>
+              {a.name} ({a.agentId})
+            </option>
+          ))}
+        </select>
         <label htmlFor={`${id}-intent`}>Intent (JSON)</label>
         <textarea
           id={`${id}-intent`}

@@ -195,12 +195,13 @@ function DiffTables({ activeVersion, base, graph }: { activeVersion: number; bas
   return (
     <>
       <p data-testid="diff-summary">
-        {activeVersion === 0 ? "No version is active yet: every row is new." : `Against version ${activeVersion}: `}
+        {activeVersion === 0 ? "No version is active yet: every row below is new (" : `Against version ${activeVersion}: `}
         {changed.length === 0
-          ? "no difference."
+          ? "no difference"
           : changed.map((s) => `${s.title.toLowerCase()} +${diff[s.key].added.length} −${diff[s.key].removed.length}`).join("; ")}
+        {activeVersion === 0 ? ")." : "."}
       </p>
-      {changed.map((s) => (
+      {activeVersion > 0 && changed.map((s) => (
         <div key={s.key} className="diff">
           {diff[s.key].added.length > 0 && <RowsTable caption={`${s.title}: added`} columns={s.columns} rows={diff[s.key].added} />}
           {diff[s.key].removed.length > 0 && <RowsTable caption={`${s.title}: removed`} columns={s.columns} rows={diff[s.key].removed} />}
