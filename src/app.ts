@@ -69,9 +69,13 @@ import { EventServiceImpl } from "./services/events.js";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./storage/postgres/embedded.js";
 import { migrate } from "./storage/postgres/migrate.js";
 import { RequestPipeline } from "./transport/pipeline.js";
+import { Metrics } from "./transport/metrics.js";
+import { createDomainMetrics } from "./domain/metrics.js";
+import { PostgresOperationalReadings } from "./storage/postgres/readings.js";
 import { createClientAddressOf } from "./transport/client-address.js";
 import { listen } from "./transport/server.js";
 import { createConsoleRoute } from "./transport/console-assets.js";
+import { createDocsRoute } from "./transport/api-docs.js";
 import { createCors } from "./transport/cors.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
@@ -145,7 +149,10 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const integrationStore = new PostgresIntegrationStore(db, chain);
     const decisionStore = new PostgresDecisionStore(db, chain);
     const capabilityStore = new PostgresCapabilityStore(db);
-    const ledger = new PostgresLedger(db, chain);
+    // Metrics are counted where things are recorded (docs/deployment.md, Metrics).
+    const metrics = new Metrics();
+    const domainMetrics = createDomainMetrics(metrics.registry, { readings: new PostgresOperationalReadings(db), pool: () => db.poolStats() });
+    const ledger = new PostgresLedger(db, chain, domainMetrics.ledger);
 
     // A bundle past the evaluation time limit is quarantined: evaluated in a worker thread from then on (docs/architecture.md, Policies).
     const engine = new PolicyEngine({
@@ -218,13 +225,13 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         ) as never },
       { service: ExecutionReportService, impl: new ExecutionReportServiceImpl(execution) as never },
       { service: ReconciliationService, impl: new ReconciliationServiceImpl(execution) as never },
-      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError), evidence) as never },
+      { service: CapabilityService, impl: new CapabilityServiceImpl(new Capabilities(capabilityStore, decisionStore, agentStore, ledger, evidence, mirror, mirrorError, domainMetrics.capability), evidence) as never },
       { service: AuthorityGraphService, impl: new AuthorityGraphServiceImpl(graphs) as never },
       { service: WebhookService, impl: new WebhookServiceImpl(webhooks) as never },
       { service: EventService, impl: new EventServiceImpl(eventStreams) as never },
     ];
     const log = evidence;
-    const pipeline = new RequestPipeline(credentials, logger, undefined, createClientAddressOf(config.trustedProxies));
+    const pipeline = new RequestPipeline(credentials, logger, metrics, createClientAddressOf(config.trustedProxies));
     registerPolicyMetrics(pipeline.metrics.registry, engine);
     registerWebhookMetrics(pipeline.metrics.registry, delivery);
     // Built once from the annotations; a pure function of the descriptors.
@@ -238,6 +245,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       connections: config.connections,
       // The built console (console/dist), read once here: a build made later needs a restart.
       console: createConsoleRoute(config.consoleDir),
+      // The API reference (Redoc, from its npm package) over /openapi.json.
+      docs: createDocsRoute(),
       cors: createCors(config.corsOrigins),
       plainRoutes: {
         "/.well-known/jwks.json": () => log.jwks(),

@@ -69,6 +69,8 @@ export class Capabilities {
     private readonly evidence: EvidenceLog,
     private readonly mirror: CapabilityMirror | null,
     private readonly log: (err: unknown) => void = () => undefined,
+    /** Told how each issue and verify ended (`issued`, `consumed`, or the error code), for metrics. */
+    private readonly observe: (operation: "issue" | "verify", result: string) => void = () => undefined,
   ) {
     this.rows = new BatchedReads((keys) => capabilities.getMany(keys));
     this.decisions = new BatchedReads((keys) => decisions.getMany(keys));
@@ -136,7 +138,23 @@ export class Capabilities {
    * Issues the decision's one Capability. `fromReview` requires a HUMAN_REVIEW
    * resolved approved (the decision is never rewritten); otherwise an ALLOW.
    */
-  async issue(
+  issue(...args: Parameters<Capabilities["issueUnobserved"]>): Promise<{ token: string; row: CapabilityRow }> {
+    return this.observed("issue", "issued", this.issueUnobserved(...args));
+  }
+
+  /** `work`'s result, after telling the observer how it ended: `ok`, or the error's code. */
+  private async observed<T>(operation: "issue" | "verify", ok: string, work: Promise<T>): Promise<T> {
+    try {
+      const result = await work;
+      this.observe(operation, ok);
+      return result;
+    } catch (err) {
+      this.observe(operation, err instanceof MandateError ? err.code : "internal");
+      throw err;
+    }
+  }
+
+  private async issueUnobserved(
     caller: OrgCaller,
     decisionId: string,
     input: { audience: string; issuedBy: string; ttlSeconds: number | undefined },
@@ -215,7 +233,11 @@ export class Capabilities {
    * (409) leave it unconsumed; a dependency no longer active is 403; a second
    * consume is 409 `capability_consumed`.
    */
-  async verify(caller: OrgCaller, p: Presentation): Promise<CapabilityRow> {
+  verify(caller: OrgCaller, p: Presentation): Promise<CapabilityRow> {
+    return this.observed("verify", "consumed", this.verifyUnobserved(caller, p));
+  }
+
+  private async verifyUnobserved(caller: OrgCaller, p: Presentation): Promise<CapabilityRow> {
     const row = (await this.issuedToken(caller, p.token)) ?? (await this.signedToken(caller, p.token));
     if (row.expires_at.getTime() <= Date.now()) throw new MandateError("capability_expired", "The Capability has expired.");
     if (p.audience !== row.audience) throw new MandateError("capability_audience_mismatch", "The audience differs from the one the Capability was issued for.");

@@ -65,3 +65,17 @@ export interface Ledger {
   /** Consumes a capability once, with its `capability.consumed` evidence record; `by` is who consumed it. */
   consumeCapability(capability: CapabilityRow, by: string): Promise<ConsumeRecording>;
 }
+
+/** The kinds of group the ledger commits. */
+export type LedgerGroupKind = "decision" | "issue" | "consume";
+
+/**
+ * Told what the ledger committed, from the recording path itself, for metrics: never called for
+ * an item that was not recorded, and must not throw (a failing observer never fails a commit).
+ */
+export interface LedgerObserver {
+  /** A group of `size` items was committed (or failed) in `seconds`, from its start to its end. */
+  group(kind: LedgerGroupKind, size: number, seconds: number): void;
+  /** A decision is durable with its evidence record. */
+  decisionRecorded(outcome: string, reason: string): void;
+}

@@ -164,6 +164,11 @@ export class Database {
     }
   }
 
+  /** The pool's connections now: open, idle (open, not in use) and callers waiting for one (metrics). */
+  poolStats(): { total: number; idle: number; waiting: number } {
+    return { total: this.raw.totalCount, idle: this.raw.idleCount, waiting: this.raw.waitingCount };
+  }
+
   /** Whether the database answers a trivial query (readiness). */
   async ping(): Promise<void> {
     await this.pool.query("SELECT 1");

@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { EvidenceRecord } from "../../evidence/record.js";
 import type { CapabilityRow, NewCapability } from "../capabilities.js";
 import { CollisionError, ConflictError } from "../errors.js";
-import type { ConsumeRecording, DecisionRecording, DecisionToRecord, EvidenceEntry, IssueRecording, Ledger } from "../ledger.js";
+import type { ConsumeRecording, DecisionRecording, DecisionToRecord, EvidenceEntry, IssueRecording, Ledger, LedgerGroupKind, LedgerObserver } from "../ledger.js";
 import { capabilitiesInsert, capabilitiesInsertValues, capabilitySql, CONSUMABLE_IN_ORGANIZATION, ORGANIZATION_ACTIVE } from "./capabilities.js";
 import type { Database, Queryable } from "./database.js";
 import { decisionsInsert, decisionsInsertValues, decisionSql, type DecisionToWrite } from "./decisions.js";
@@ -65,15 +65,36 @@ export class PostgresLedger implements Ledger {
   constructor(
     private readonly db: Database,
     private readonly chain: EvidenceChain,
+    private readonly observer: LedgerObserver | null = null,
   ) {
     // Only decisions wait for company: capability issues and consumes measured slower with it (docs/performance.md).
-    this.decisions = new GroupCommit((batch) => this.commit(batch, decisionRecording), waitForCompany);
-    this.issues = new GroupCommit((batch) => this.commit(batch, issueRecording));
-    this.consumes = new GroupCommit((batch) => this.commit(batch, consumeRecording));
+    this.decisions = new GroupCommit(this.timed("decision", decisionRecording), waitForCompany);
+    this.issues = new GroupCommit(this.timed("issue", issueRecording));
+    this.consumes = new GroupCommit(this.timed("consume", consumeRecording));
   }
 
-  recordDecision(item: DecisionToRecord): Promise<DecisionRecording> {
-    return this.decisions.submit(item);
+  /** `commit` for one kind, telling the observer each group's size and duration. */
+  private timed<I, R>(kind: LedgerGroupKind, r: Recording<I, R>): (batch: readonly I[]) => Promise<PromiseSettledResult<R>[]> {
+    const observer = this.observer;
+    if (!observer) return (batch) => this.commit(batch, r);
+    return async (batch) => {
+      const started = performance.now();
+      try {
+        return await this.commit(batch, r);
+      } finally {
+        observer.group(kind, batch.length, (performance.now() - started) / 1000);
+      }
+    };
+  }
+
+  async recordDecision(item: DecisionToRecord): Promise<DecisionRecording> {
+    const result = await this.decisions.submit(item);
+    // Counted once durable: an `ifSuspended` recording is the review the contract describes.
+    if (this.observer && "recorded" in result) {
+      if (result.recorded === "decision") this.observer.decisionRecorded(item.decision.outcome, item.decision.reason);
+      else this.observer.decisionRecorded("HUMAN_REVIEW", "agent_suspended");
+    }
+    return result;
   }
 
   issueCapability(capability: NewCapability, payload: Record<string, unknown>): Promise<IssueRecording> {
