@@ -75,6 +75,7 @@ import { PostgresOperationalReadings } from "./storage/postgres/readings.js";
 import { createClientAddressOf } from "./transport/client-address.js";
 import { listen } from "./transport/server.js";
 import { createConsoleRoute } from "./transport/console-assets.js";
+import { createDocsRoute } from "./transport/api-docs.js";
 import { createCors } from "./transport/cors.js";
 import { openApiDocument } from "./transport/openapi.js";
 import type { RegisteredService } from "./transport/transcoder.js";
@@ -244,6 +245,8 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       connections: config.connections,
       // The built console (console/dist), read once here: a build made later needs a restart.
       console: createConsoleRoute(config.consoleDir),
+      // The API reference (Redoc, from its npm package) over /openapi.json.
+      docs: createDocsRoute(),
       cors: createCors(config.corsOrigins),
       plainRoutes: {
         "/.well-known/jwks.json": () => log.jwks(),

@@ -48,6 +48,8 @@ export async function listen(options: {
   /** The console's static files at /console (and `GET /`): answers and returns true for its paths. */
   console?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   connections?: ConnectionLimits;
+  /** The API reference at /docs (api-docs.ts): answers and returns true for its paths. */
+  docs?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   /** CORS headers and preflights (cors.ts): answers and returns true for a preflight. */
   cors?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
 }): Promise<RunningServer> {
@@ -73,6 +75,7 @@ export async function listen(options: {
   const fallback = (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => {
     if (eventStream(req, res)) return;
     if (options.console?.(req, res)) return;
+    if (options.docs?.(req, res)) return;
     const path = (req.url ?? "/").split("?")[0]!;
     const plain = options.plainRoutes[path];
     if (plain && req.method === "GET") {
