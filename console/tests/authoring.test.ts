@@ -286,6 +286,36 @@ describe("the console's governance and policies pages", () => {
       expect(await change.textContent()).toContain("Disable pending approval");
       expect(await change.textContent()).toContain(second.key_id);
       await checkPage(page, "13-disable-pending");
+      // Another identity holding POLICY_APPROVER makes the same request: applied, the policy has no active version.
+      await signOut(page);
+      await signIn(page, org.apiKey);
+      await page.goto("/console/policies/payments");
+      await page.getByLabel("Note (recorded in the evidence)").fill("Agreed.");
+      await page.getByRole("button", { name: "Disable" }).click();
+      await expect.poll(() => page.getByTestId("policy-change").textContent()).toContain("Disable applied");
+      await expect.poll(() => page.getByTestId("active-version").textContent()).toBe("none");
+      await checkPage(page, "14-disable-applied");
+
+      // A second graph version compared with the active one; then the pages at phone width.
+      await page.goto("/console/governance");
+      await page.getByRole("button", { name: "Delete doa.csv" }).click();
+      await expect.poll(() => page.getByTestId("documents").locator("tbody tr").count()).toBe(2);
+      await page.getByRole("button", { name: "Generate graph version" }).click();
+      await page.getByTestId("generated").getByRole("link", { name: "2" }).click();
+      await page.getByRole("heading", { name: "Authority graph version 2" }).waitFor();
+      await expect.poll(() => page.getByTestId("diff-summary").textContent()).toBe("Against version 1: limits +0 −2; delegations +0 −1.");
+      await checkPage(page, "15-graph-diff");
+      await page.setViewportSize({ width: 390, height: 844 });
+      for (const [path, heading, name] of [
+        ["/console/governance", "Governance", "16-phone-governance"],
+        ["/console/governance/versions/1", "Authority graph version 1", "17-phone-graph-version"],
+        ["/console/policies", "Policies", "18-phone-policies"],
+        ["/console/policies/payments/versions/2", "payments version 2", "19-phone-policy-version"],
+      ] as const) {
+        await page.goto(path);
+        await page.getByRole("heading", { name: heading, level: 1 }).waitFor();
+        await checkPage(page, name);
+      }
 
       // Connect's 400 (INVALID_ARGUMENT: the refused document and rules), 403 and 404 from the permission probes.
       expectCleanConsole(problems, [400, 403, 404]);

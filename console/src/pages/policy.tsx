@@ -89,7 +89,7 @@ export function PolicyPage({ policyKey }: { policyKey: string }) {
               </table>
             </div>
           </section>
-          {policy.data.activeVersion > 0 && <Changes policyKey={policyKey} />}
+          {(policy.data.activeVersion > 0 || lastChanges.has(policyKey)) && <Changes policyKey={policyKey} active={policy.data.activeVersion > 0} />}
         </>
       )}
     </main>
@@ -97,7 +97,7 @@ export function PolicyPage({ policyKey }: { policyKey: string }) {
 }
 
 /** Rollback and disable: the first call requests, a call of the same kind by another POLICY_APPROVER applies. */
-function Changes({ policyKey }: { policyKey: string }) {
+function Changes({ policyKey, active }: { policyKey: string; active: boolean }) {
   const id = useId();
   const canAuthor = useCan("POLICY_AUTHOR");
   const canApprove = useCan("POLICY_APPROVER");
@@ -121,16 +121,22 @@ function Changes({ policyKey }: { policyKey: string }) {
         Four eyes: the first request waits (pending approval); the same request by another identity holding POLICY_APPROVER applies it. Roll back re-activates
         the version the active one replaced; disable leaves the policy out of the bundle.
       </p>
-      <label htmlFor={`${id}-note`}>Note (recorded in the evidence)</label>
-      <input id={`${id}-note`} value={note} onChange={(e) => setNote(e.target.value)} />
-      <div className="actions">
-        <button type="button" className="danger" disabled={busy} onClick={() => rollback.mutate({ policyKey, note }, { onSuccess: done })}>
-          Roll back
-        </button>
-        <button type="button" className="danger" disabled={busy} onClick={() => disable.mutate({ policyKey, note }, { onSuccess: done })}>
-          Disable
-        </button>
-      </div>
+      {active ? (
+        <>
+          <label htmlFor={`${id}-note`}>Note (recorded in the evidence)</label>
+          <input id={`${id}-note`} value={note} onChange={(e) => setNote(e.target.value)} />
+          <div className="actions">
+            <button type="button" className="danger" disabled={busy} onClick={() => rollback.mutate({ policyKey, note }, { onSuccess: done })}>
+              Roll back
+            </button>
+            <button type="button" className="danger" disabled={busy} onClick={() => disable.mutate({ policyKey, note }, { onSuccess: done })}>
+              Disable
+            </button>
+          </div>
+        </>
+      ) : (
+        <p className="muted small">No version is active: there is nothing to roll back or disable.</p>
+      )}
       <ApiError error={rollback.error} title="Rollback was refused" />
       <ApiError error={disable.error} title="Disabling was refused" />
       {change && <ChangeState change={change} />}
