@@ -169,6 +169,43 @@ describe("from a page on another origin, in Chromium", () => {
     expect(await crossOriginFlow(allowedPage.origin)).toEqual({ ok: true, sandbox: 200, organization: true, v1: 200, connect: 200, connectOrganization: true, refused: 404, requestId: true });
   });
 
+  it("an allowed origin calls gRPC-Web and reads its status from the trailer frame", async () => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(allowedPage.origin);
+      const api = svc.baseUrl.replace("127.0.0.1", "localhost");
+      const result = await page.evaluate(
+        async ({ api, email }) => {
+          // One gRPC-Web frame of CreateSandboxOrganizationRequest {email = 1}, written by hand.
+          const call = async (address: string) => {
+            const text = new TextEncoder().encode(address);
+            const message = new Uint8Array([0x0a, text.length, ...text]);
+            const frame = new Uint8Array([0, 0, 0, 0, message.length, ...message]);
+            const res = await fetch(`${api}/mandate.v1.SandboxService/CreateSandboxOrganization`, {
+              method: "POST",
+              headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "x-user-agent": "cors-test" },
+              body: frame,
+            });
+            const body = new Uint8Array(await res.arrayBuffer());
+            // The trailer frame (flag 0x80) carries grpc-status as text.
+            const trailer = new TextDecoder().decode(body).match(/grpc-status:\s*(\d+)/i)?.[1] ?? null;
+            return { http: res.status, header: res.headers.get("grpc-status"), message: res.headers.get("grpc-message") !== null, trailer };
+          };
+          return { ok: await call(email), refused: await call("not an email") };
+        },
+        { api, email: uniqueEmail("cors-grpc-web") },
+      );
+      // Both statuses travel in the trailer frame (INVALID_ARGUMENT = 3 for the refusal), which the page can read.
+      expect(result).toEqual({
+        ok: { http: 200, header: null, message: false, trailer: "0" },
+        refused: { http: 200, header: null, message: false, trailer: "3" },
+      });
+    } finally {
+      await context.close();
+    }
+  });
+
   it("another origin's script is stopped by the browser", async () => {
     expect(await crossOriginFlow(otherPage.origin)).toEqual({ ok: false, error: expect.stringMatching(/Failed to fetch/) });
   });
