@@ -149,6 +149,8 @@ describe("the console's governance and policies pages", () => {
       for (const node of ["role:clerk", "role:controller", pat.external_ref, sam.external_ref]) await picture.locator(`[data-node="${node}"]`).waitFor();
       expect(await picture.locator(`[data-edge="${sam.external_ref}→${pat.external_ref}"]`).textContent()).toContain("delegates vendor_payment ≤ 20,000 USD");
       expect(await picture.locator(`[data-edge="role:clerk→role:controller"]`).textContent()).toContain("reports to");
+      // A principal is drawn with its display name (PrincipalService) above its external_ref.
+      await expect.poll(() => picture.locator(`[data-node="${pat.external_ref}"]`).textContent()).toBe(`Pat Payables${pat.external_ref}`);
       expect(await picture.locator('[data-bands="vendor_payment (USD)"]').textContent()).toContain("2 approvals");
       expect(await page.getByTestId("table-limits").locator("tbody tr").count()).toBe(2);
       expect(await page.getByTestId("diff-summary").textContent()).toContain("No version is active yet");

@@ -1,6 +1,7 @@
 import { createConnectQueryKey, useMutation, useQuery } from "@connectrpc/connect-query";
 import { useQueryClient } from "@tanstack/react-query";
 import { AuthorityGraphService } from "../../../src/gen/mandate/v1/authority_graph_pb.js";
+import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
 
 /*
  * The governance page's calls (AuthorityGraphService), one hook per API call (CONVENTIONS.md 15).
@@ -63,4 +64,9 @@ export function useApproveGraphVersion() {
 export function usePublishGraphVersion() {
   const invalidate = useInvalidateGovernance();
   return useMutation(M.publishGraphVersion, { onSuccess: invalidate });
+}
+
+/** PrincipalService.ListPrincipals (first 500): the graph names principals by external_ref; the picture shows their names. */
+export function useGraphPrincipals() {
+  return useQuery(PrincipalService.method.listPrincipals, { pageSize: 500 }, { staleTime: 60_000 });
 }

@@ -5,23 +5,15 @@ import { useCredential } from "../session";
  * Which identity (API key id) the signed-in key is. No RPC says so (docs/architecture.md, The
  * console), but some answers do in passing: a governance document this tab uploaded names its
  * author, a version this tab created is authored by it, and an approval the API refused as the
- * author's own is proof too. The console remembers what it learns, per key, for this tab, so
+ * author's own is proof too. The console remembers what it learns, per key, in this page's
+ * memory (session storage holds the credential and nothing else; a reload learns again), so
  * that it can disable what four eyes forbid (approving one's own version) and say why. Until it
  * knows, the button stays enabled and the API's refusal is shown.
  */
 
-const STORAGE_KEY = "mandate.console.identities";
 const listeners = new Set<() => void>();
 
-function load(): Record<string, string> {
-  try {
-    return JSON.parse(sessionStorage.getItem(STORAGE_KEY) ?? "{}") as Record<string, string>;
-  } catch {
-    return {};
-  }
-}
-
-let known = load();
+let known: Record<string, string> = {};
 
 /** A short tag of a secret: enough to tell this tab's keys apart, never the secret itself. */
 function tagOf(secret: string): string {
@@ -35,7 +27,6 @@ export function learnIdentity(secret: string, identity: string): void {
   const tag = tagOf(secret);
   if (!identity || known[tag] === identity) return;
   known = { ...known, [tag]: identity };
-  sessionStorage.setItem(STORAGE_KEY, JSON.stringify(known));
   for (const l of listeners) l();
 }
 

@@ -35,13 +35,14 @@ const money = (n: number, currency: string) => `${cellText(n)} ${currency}`;
 const until = (d: string | null) => (d ? ` until ${d}` : "");
 
 /** Boxes and arrows of a graph: a `role:x` holder is the role's box, any other holder a principal's. */
-function model(g: GraphRows): { boxes: Box[]; arrows: Arrow[] } {
+function model(g: GraphRows, names: ReadonlyMap<string, string>): { boxes: Box[]; arrows: Arrow[] } {
   const boxes = new Map<string, Box>();
   const box = (id: string): Box => {
     let b = boxes.get(id);
     if (!b) {
       const role = id.startsWith("role:");
-      b = { id, kind: role ? "role" : "principal", title: role ? id.slice(5) : id, lines: [], width: 0, height: 0 };
+      const name = role ? undefined : names.get(id);
+      b = { id, kind: role ? "role" : "principal", title: role ? id.slice(5) : (name ?? id), lines: name ? [id] : [], width: 0, height: 0 };
       boxes.set(id, b);
     }
     return b;
@@ -82,12 +83,13 @@ function bandsOf(g: GraphRows): Band[] {
 }
 
 const BAND_W = 150;
+const NO_NAMES: ReadonlyMap<string, string> = new Map();
 
-/** The picture of `graph`, with `label` as its accessible name. */
-export function GraphPicture({ graph, label }: { graph: GraphRows; label: string }) {
+/** The picture of `graph`, with `label` as its accessible name; `names` maps a principal's external_ref to its display name. */
+export function GraphPicture({ graph, label, names = NO_NAMES }: { graph: GraphRows; label: string; names?: ReadonlyMap<string, string> }) {
   const id = useId();
   const laid = useMemo(() => {
-    const { boxes, arrows } = model(graph);
+    const { boxes, arrows } = model(graph, names);
     const g = new Graph({ multigraph: true });
     g.setGraph({ rankdir: "BT", nodesep: 40, ranksep: 70, marginx: 16, marginy: 16 });
     g.setDefaultEdgeLabel(() => ({}));
@@ -101,7 +103,7 @@ export function GraphPicture({ graph, label }: { graph: GraphRows; label: string
       width: Math.max(label.width ?? 0, 0),
       height: Math.max(label.height ?? 0, 0),
     };
-  }, [graph]);
+  }, [graph, names]);
   const bands = bandsOf(graph);
   const stripTop = laid.height + 24;
   const widest = Math.max(laid.width, ...bands.map((b) => 200 + b.bands.length * BAND_W));

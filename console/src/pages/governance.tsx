@@ -256,12 +256,12 @@ function Generate() {
         </button>
       </div>
       <ApiError error={generate.error} title="Generation was refused" />
-      {generate.isSuccess && <Generated ref_={generate.data} />}
+      {generate.isSuccess && <Generated result={generate.data} />}
     </section>
   );
 }
 
-function Generated({ ref_: ref }: { ref_: GraphVersionRef }) {
+function Generated({ result: ref }: { result: GraphVersionRef }) {
   return (
     <div role="status" data-testid="generated">
       <p className="ok">

@@ -1,7 +1,7 @@
-import { useId } from "react";
+import { useId, useMemo } from "react";
 import { GraphVersionState, type AuthorityGraph } from "../../../src/gen/mandate/v1/authority_graph_pb.js";
 import { failureCode } from "../api/errors";
-import { useActiveGraph, useApproveGraphVersion, useGraphVersion, usePublishGraphVersion } from "../api/governance";
+import { useActiveGraph, useApproveGraphVersion, useGraphPrincipals, useGraphVersion, usePublishGraphVersion } from "../api/governance";
 import { useCan } from "../api/hooks";
 import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
@@ -28,7 +28,9 @@ export function GraphVersionPage({ version }: { version: number }) {
 }
 
 function VersionView({ v }: { v: AuthorityGraph }) {
-  const graph = readGraph(v.graph);
+  const graph = useMemo(() => readGraph(v.graph), [v.graph]);
+  const principals = useGraphPrincipals();
+  const names = useMemo(() => new Map((principals.data?.principals ?? []).map((p) => [p.externalRef, p.displayName])), [principals.data]);
   return (
     <>
       <section className="card" aria-label="Version">
@@ -64,7 +66,7 @@ function VersionView({ v }: { v: AuthorityGraph }) {
           Boxes are roles (square) and principals (round) with the limits they hold; solid arrows lead from a principal to its role and from a role to the role
           it reports to; dashed arrows are delegations; the strips below are the approval bands.
         </p>
-        <GraphPicture graph={graph} label={`Authority graph version ${v.version}`} />
+        <GraphPicture graph={graph} names={names} label={`Authority graph version ${v.version}`} />
       </section>
       <Diff v={v} graph={graph} />
       <Tables graph={graph} />
