@@ -109,7 +109,7 @@ describe("the console's governance and policies pages", () => {
 
       // The delegation of authority by drag and drop, with a bad amount on line 3: refused, the error at its line.
       const doa = (amount: string) =>
-        `holder,delegate,action,currency,max_amount,valid_until\nrole:clerk,,vendor_payment,USD,50000,\nrole:controller,,vendor_payment,USD,${amount},\n${sam.external_ref},${pat.external_ref},vendor_payment,USD,20000,\n`;
+        `holder,delegate,action,currency,max_amount,valid_until\nrole:clerk,,vendor_payment,USD,50000,\nrole:controller,,vendor_payment,USD,${amount},\n${sam.external_ref},${pat.external_ref},vendor_payment,USD,20000,\nrole:clerk,,vendor_payment,USD,40000,\n`;
       await page.getByLabel("Kind").selectOption({ label: "Delegation of authority" });
       await dropFile(page, "doa.csv", doa("lots"));
       await expect.poll(() => page.getByLabel("Content").inputValue()).toContain("lots");
@@ -122,7 +122,7 @@ describe("the console's governance and policies pages", () => {
       // Corrected in the page and uploaded.
       await page.getByLabel("Content").fill(doa("250000"));
       await page.getByRole("button", { name: "Upload" }).click();
-      await page.getByText("Uploaded doa.csv: 3 rows.").waitFor();
+      await page.getByText("Uploaded doa.csv: 4 rows.").waitFor();
       expect(await page.getByTestId("upload-errors").count()).toBe(0);
 
       // The approval matrix as YAML, by the file picker.
@@ -138,7 +138,9 @@ describe("the console's governance and policies pages", () => {
       await page.getByRole("button", { name: "Generate graph version" }).click();
       const generated = page.getByTestId("generated");
       await generated.waitFor();
-      expect(await generated.textContent()).toContain("Generated version 1 (draft)");
+      expect(await generated.textContent()).toContain("Generated version 1 (draft). 1 warning:");
+      // The clerk's second limit (line 5) is covered by its first (line 2): a warning citing the document and line.
+      expect(await generated.getByTestId("warning").textContent()).toMatch(/^shadowed_row doa\.csv line 5: /);
       await checkPage(page, "03-governance-generated");
       await generated.getByRole("link", { name: "1" }).click();
 
@@ -152,7 +154,7 @@ describe("the console's governance and policies pages", () => {
       // A principal is drawn with its display name (PrincipalService) above its external_ref.
       await expect.poll(() => picture.locator(`[data-node="${pat.external_ref}"]`).textContent()).toBe(`Pat Payables${pat.external_ref}`);
       expect(await picture.locator('[data-bands="vendor_payment (USD)"]').textContent()).toContain("2 approvals");
-      expect(await page.getByTestId("table-limits").locator("tbody tr").count()).toBe(2);
+      expect(await page.getByTestId("table-limits").locator("tbody tr").count()).toBe(3);
       expect(await page.getByTestId("diff-summary").textContent()).toContain("No version is active yet");
       expect(await page.getByTestId("graph-state").textContent()).toBe("draft");
       // This tab uploaded the documents as this key, so it knows the key authored the version.
@@ -305,7 +307,7 @@ describe("the console's governance and policies pages", () => {
       await page.getByRole("button", { name: "Generate graph version" }).click();
       await page.getByTestId("generated").getByRole("link", { name: "2" }).click();
       await page.getByRole("heading", { name: "Authority graph version 2" }).waitFor();
-      await expect.poll(() => page.getByTestId("diff-summary").textContent()).toBe("Against version 1: limits +0 −2; delegations +0 −1.");
+      await expect.poll(() => page.getByTestId("diff-summary").textContent()).toBe("Against version 1: limits +0 −3; delegations +0 −1.");
       await checkPage(page, "15-graph-diff");
       await page.setViewportSize({ width: 390, height: 844 });
       for (const [path, heading, name] of [
