@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import { createSecureContext } from "node:tls";
 import pino, { type Logger } from "pino";
 import type { Config } from "./config.js";
 import { Credentials } from "./domain/credentials.js";
@@ -236,6 +238,15 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     registerWebhookMetrics(pipeline.metrics.registry, delivery);
     // Built once from the annotations; a pure function of the descriptors.
     const openapi = openApiDocument(services.map((s) => s.service));
+    // Read once: a renewed certificate takes a restart (or a terminating proxy: docs/deployment.md).
+    const tlsFiles = config.tls;
+    const tls = tlsFiles
+      ? await needs("the TLS certificate and key", `MANDATE_TLS_CERT=${tlsFiles.certPath}, MANDATE_TLS_KEY=${tlsFiles.keyPath}`, async () => {
+          const files = { cert: await readFile(tlsFiles.certPath), key: await readFile(tlsFiles.keyPath) };
+          createSecureContext(files); // a malformed or mismatched pair fails here, by name
+          return files;
+        })
+      : undefined;
     const server = await needs("the listening socket", `HOST=${config.host} PORT=${config.port}`, () => listen({
       host: config.host,
       port: config.port,
@@ -243,6 +254,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       pipeline,
       bodyLimit: config.limits.requestBodyBytes,
       connections: config.connections,
+      tls,
       // The built console (console/dist), read once here: a build made later needs a restart.
       console: createConsoleRoute(config.consoleDir),
       // The API reference (Redoc, from its npm package) over /openapi.json.
@@ -262,7 +274,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     }));
     delivery.start();
     const version = packageVersion();
-    const urls = listenUrls("http", config.host, server.port);
+    const urls = listenUrls(tls ? "https" : "http", config.host, server.port);
     const storage = embedded ? `embedded Postgres in ${config.dataDir}` : `external Postgres at ${endpointOf(databaseUrl)}`;
     const consume = config.redisUrl ? `Redis at ${endpointOf(config.redisUrl)}` : "Postgres only (REDIS_URL unset)";
     // The one line an operator reads first; "listening" and `port` are what scripts and tests wait for.
@@ -275,6 +287,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         consume: config.redisUrl ? { mode: "redis", redis: endpointOf(config.redisUrl) } : { mode: "postgres" },
         events: true,
         webhooks: true,
+        tls: Boolean(tls),
         summary: `Mandate ${version} on ${urls.join(", ")}; storage: ${storage}; consume: ${consume}; events and webhooks on`,
       },
       "listening",

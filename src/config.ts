@@ -38,6 +38,8 @@ export interface Config {
   connections: ConnectionLimits;
   /** Webhook subscriptions and delivery (docs/webhooks.md). */
   webhooks: WebhookConfig;
+  /** MANDATE_TLS_CERT and MANDATE_TLS_KEY (PEM files): serve HTTPS (HTTP/1.1: /v1, Connect, gRPC-Web; gRPC needs h2, through a terminating proxy); unset: cleartext. */
+  tls: { certPath: string; keyPath: string } | undefined;
   /** Origins whose browser scripts may call the API (MANDATE_CORS_ORIGINS, comma-separated; `*` for any); empty: none. */
   corsOrigins: string[];
 }
@@ -122,6 +124,15 @@ function webhookConfigFromEnv(env: NodeJS.ProcessEnv): WebhookConfig {
   };
 }
 
+/** Both TLS files or neither: half a TLS configuration would otherwise serve cleartext silently. */
+function tlsFromEnv(env: NodeJS.ProcessEnv): Config["tls"] {
+  const cert = env.MANDATE_TLS_CERT || undefined;
+  const key = env.MANDATE_TLS_KEY || undefined;
+  if (!cert && !key) return undefined;
+  if (!cert || !key) throw new Error(`MANDATE_TLS_CERT and MANDATE_TLS_KEY must be set together (only ${cert ? "MANDATE_TLS_CERT" : "MANDATE_TLS_KEY"} is)`);
+  return { certPath: path.resolve(cert), keyPath: path.resolve(key) };
+}
+
 /** Reads the configuration; throws with the variable's name when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
@@ -139,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connections: connectionLimitsFromEnv(env),
     trustedProxies: trustedProxiesFromEnv(env),
     webhooks: webhookConfigFromEnv(env),
+    tls: tlsFromEnv(env),
     corsOrigins: parseCorsOrigins(env.MANDATE_CORS_ORIGINS),
     limits: {
       intentBodyBytes: 64 * 1024,

@@ -1,6 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
+import tls from "node:tls";
 import { Code, ConnectError, createConnectRouter, createContextValues } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { MandateError } from "../base/errors.js";
@@ -48,6 +49,8 @@ export async function listen(options: {
   /** The console's static files at /console (and `GET /`): answers and returns true for its paths. */
   console?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   connections?: ConnectionLimits;
+  /** Serve TLS (HTTPS; ALPN http/1.1: /v1, Connect, gRPC-Web) with this PEM certificate chain and key; unset: cleartext (h2c and HTTP/1.1). */
+  tls?: { cert: Buffer; key: Buffer };
   /** The API reference at /docs (api-docs.ts): answers and returns true for its paths. */
   docs?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   /** CORS headers and preflights (cors.ts): answers and returns true for a preflight. */
@@ -204,6 +207,9 @@ export async function listen(options: {
   const awaitingHeaders = new Map<net.Socket, NodeJS.Timeout>();
   const perAddress = new Map<string, number>();
   const isTrustedProxy = createTrustedProxyCheck(limits.trustedProxies);
+  // With TLS, each accepted socket is wrapped after the per-address cap and under the same header
+  // deadline (a handshake that never finishes is cut with it), then handed over by its ALPN protocol.
+  const secureContext = options.tls ? tls.createSecureContext({ cert: options.tls.cert, key: options.tls.key }) : undefined;
   let draining = false;
   const closeIfIdle = (socket: net.Socket) => {
     if (draining && !busy.get(socket)) socket.destroy();
@@ -256,6 +262,27 @@ export async function listen(options: {
       busy.delete(socket);
       awaitingHeaders.delete(socket);
     });
+    if (!secureContext) {
+      serve(socket, deadline);
+      return;
+    }
+    // Only http/1.1 is offered for now: HTTP/2 sessions handed a server-side TLSSocket this way
+    // end their streams before the response reaches the client (seen with curl --http2; not yet
+    // understood), so gRPC over TLS goes through a terminating proxy (docs/deployment.md, TLS).
+    const secure = new tls.TLSSocket(socket, { isServer: true, secureContext, ALPNProtocols: ["http/1.1"] });
+    // A failed handshake (or a reset) ends the connection; it is not the server's error.
+    secure.on("error", () => secure.destroy());
+    // ALPN has chosen the protocol: nothing is read before the socket is handed over (Node's
+    // HTTP/2 session cannot take bytes already read from a TLS socket and put back).
+    secure.once("secure", () => handOver(secure, deadline, secure.alpnProtocol === "h2"));
+    secure.on("close", () => {
+      h1Sockets.delete(secure);
+      busy.delete(secure);
+      awaitingHeaders.delete(secure);
+    });
+  });
+  /** Hands a cleartext connection to h2 or h1 by its first bytes. */
+  const serve = (socket: net.Socket, deadline: NodeJS.Timeout) => {
     // The first bytes decide the protocol; while they are a strict prefix of the HTTP/2 preface
     // ("P" may begin "POST" as well), more are awaited. A socket ending meanwhile closes itself.
     let head: Buffer = Buffer.alloc(0);
@@ -268,20 +295,23 @@ export async function listen(options: {
       if (h2like && head.length < HTTP2_PREFACE.length) return;
       socket.off("readable", peek);
       socket.unshift(head);
-      // Emitting "connection" hands a socket to a server that does not listen itself (documented
-      // for http.Server; Http2Server takes it through the same net.Server connection listener).
-      if (h2like) {
-        handedDeadline = deadline;
-        h2.emit("connection", socket);
-        handedDeadline = undefined;
-      } else {
-        h1Sockets.add(socket);
-        awaitingHeaders.set(socket, deadline);
-        h1.emit("connection", socket);
-      }
+      handOver(socket, deadline, h2like);
     };
     socket.on("readable", peek);
-  });
+  };
+  // Emitting "connection" hands a socket to a server that does not listen itself (documented
+  // for http.Server; Http2Server takes it through the same net.Server connection listener).
+  const handOver = (socket: net.Socket, deadline: NodeJS.Timeout, toH2: boolean) => {
+    if (toH2) {
+      handedDeadline = deadline;
+      h2.emit("connection", socket);
+      handedDeadline = undefined;
+    } else {
+      h1Sockets.add(socket);
+      awaitingHeaders.set(socket, deadline);
+      h1.emit("connection", socket);
+    }
+  };
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(options.port, options.host, resolve);
