@@ -116,7 +116,7 @@ describe("the console's governance and policies pages", () => {
       await page.getByRole("button", { name: "Upload" }).click();
       const note = page.getByTestId("upload-errors").locator('[data-testid="line-note"][data-line="3"]');
       await note.waitFor();
-      expect(await note.textContent()).toMatch(/^Line 3, column 5: .*max_amount.*\(found "lots"\)$/);
+      expect(await note.textContent()).toMatch(/^Line 3, column 5: max_amount must be .*\(found "lots"\)$/);
       expect(await page.getByRole("alert").textContent()).toContain("validation_failed");
       await checkPage(page, "02-governance-error-in-place");
       // Corrected in the page and uploaded.

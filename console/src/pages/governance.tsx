@@ -97,7 +97,10 @@ function UploadForm() {
   };
   // The API's field errors located in the document (content[line 4].max_amount): shown at their line.
   const failure = upload.error ? describeFailure(upload.error) : null;
-  const notes: LineNote[] = (failure?.fields ?? []).filter((f) => f.line > 0).map((f) => ({ line: f.line, column: f.column || undefined, message: f.message }));
+  // The message repeats the place ("content line 4, column 5: …"), which the note already gives.
+  const notes: LineNote[] = (failure?.fields ?? [])
+    .filter((f) => f.line > 0)
+    .map((f) => ({ line: f.line, column: f.column || undefined, message: f.message.replace(/^content line \d+(, column \d+)?: /, "") }));
   const header = KINDS.find((k) => k.kind === kind)!.header;
   return (
     <form className="card" aria-labelledby={`${id}-h`} onSubmit={submit} noValidate>
