@@ -38,7 +38,7 @@ export interface Config {
   connections: ConnectionLimits;
   /** Webhook subscriptions and delivery (docs/webhooks.md). */
   webhooks: WebhookConfig;
-  /** MANDATE_TLS_CERT and MANDATE_TLS_KEY (PEM files): serve HTTPS (HTTP/1.1: /v1, Connect, gRPC-Web; gRPC needs h2, through a terminating proxy); unset: cleartext. */
+  /** MANDATE_TLS_CERT and MANDATE_TLS_KEY (PEM files): serve HTTPS with ALPN h2 and http/1.1, every protocol on the one port; unset: cleartext. */
   tls: { certPath: string; keyPath: string } | undefined;
   /** Origins whose browser scripts may call the API (MANDATE_CORS_ORIGINS, comma-separated; `*` for any); empty: none. */
   corsOrigins: string[];

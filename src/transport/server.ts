@@ -49,7 +49,7 @@ export async function listen(options: {
   /** The console's static files at /console (and `GET /`): answers and returns true for its paths. */
   console?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
   connections?: ConnectionLimits;
-  /** Serve TLS (HTTPS; ALPN http/1.1: /v1, Connect, gRPC-Web) with this PEM certificate chain and key; unset: cleartext (h2c and HTTP/1.1). */
+  /** Serve TLS (HTTPS, ALPN h2 and http/1.1) with this PEM certificate chain and key; unset: cleartext (h2c and HTTP/1.1). */
   tls?: { cert: Buffer; key: Buffer };
   /** The API reference at /docs (api-docs.ts): answers and returns true for its paths. */
   docs?: (req: http.IncomingMessage | http2.Http2ServerRequest, res: NodeResponse) => boolean;
@@ -207,9 +207,33 @@ export async function listen(options: {
   const awaitingHeaders = new Map<net.Socket, NodeJS.Timeout>();
   const perAddress = new Map<string, number>();
   const isTrustedProxy = createTrustedProxyCheck(limits.trustedProxies);
-  // With TLS, each accepted socket is wrapped after the per-address cap and under the same header
-  // deadline (a handshake that never finishes is cut with it), then handed over by its ALPN protocol.
-  const secureContext = options.tls ? tls.createSecureContext({ cert: options.tls.cert, key: options.tls.key }) : undefined;
+  // With TLS, each accepted socket goes to `tlsServer` (which never listens itself) after the
+  // per-address cap and under the same header deadline (a handshake that never finishes is cut
+  // with it); once secure it is handed over by its ALPN protocol, h2 or http/1.1. A TLSSocket made
+  // by hand (new tls.TLSSocket) instead carried HTTP/1.1 but lost HTTP/2 responses (curl:
+  // "stream was not closed cleanly"); one made by a tls.Server carries both.
+  const tlsServer = options.tls
+    ? tls.createServer({ cert: options.tls.cert, key: options.tls.key, ALPNProtocols: ["h2", "http/1.1"], handshakeTimeout: limits.headersTimeoutMs })
+    : undefined;
+  // The header deadline of each connection in its handshake, by its peer's address and port.
+  const handshaking = new Map<string, NodeJS.Timeout>();
+  const peerOf = (socket: net.Socket) => `${socket.remoteAddress ?? ""}|${socket.remotePort ?? 0}`;
+  tlsServer?.on("secureConnection", (secure: tls.TLSSocket) => {
+    const deadline = handshaking.get(peerOf(secure));
+    if (deadline === undefined) {
+      secure.destroy();
+      return;
+    }
+    handshaking.delete(peerOf(secure));
+    secure.on("close", () => {
+      h1Sockets.delete(secure);
+      busy.delete(secure);
+      awaitingHeaders.delete(secure);
+    });
+    handOver(secure, deadline, secure.alpnProtocol === "h2");
+  });
+  // A failed handshake ends its connection (tls.Server destroys it); it is not the server's error.
+  tlsServer?.on("tlsClientError", () => undefined);
   let draining = false;
   const closeIfIdle = (socket: net.Socket) => {
     if (draining && !busy.get(socket)) socket.destroy();
@@ -262,24 +286,14 @@ export async function listen(options: {
       busy.delete(socket);
       awaitingHeaders.delete(socket);
     });
-    if (!secureContext) {
+    if (!tlsServer) {
       serve(socket, deadline);
       return;
     }
-    // Only http/1.1 is offered for now: HTTP/2 sessions handed a server-side TLSSocket this way
-    // end their streams before the response reaches the client (seen with curl --http2; not yet
-    // understood), so gRPC over TLS goes through a terminating proxy (docs/deployment.md, TLS).
-    const secure = new tls.TLSSocket(socket, { isServer: true, secureContext, ALPNProtocols: ["http/1.1"] });
-    // A failed handshake (or a reset) ends the connection; it is not the server's error.
-    secure.on("error", () => secure.destroy());
-    // ALPN has chosen the protocol: nothing is read before the socket is handed over (Node's
-    // HTTP/2 session cannot take bytes already read from a TLS socket and put back).
-    secure.once("secure", () => handOver(secure, deadline, secure.alpnProtocol === "h2"));
-    secure.on("close", () => {
-      h1Sockets.delete(secure);
-      busy.delete(secure);
-      awaitingHeaders.delete(secure);
-    });
+    const peer = peerOf(socket);
+    handshaking.set(peer, deadline);
+    socket.on("close", () => handshaking.delete(peer));
+    tlsServer.emit("connection", socket);
   });
   /** Hands a cleartext connection to h2 or h1 by its first bytes. */
   const serve = (socket: net.Socket, deadline: NodeJS.Timeout) => {

@@ -1,17 +1,21 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
+import http2 from "node:http2";
 import https from "node:https";
 import { connect as tlsConnect } from "node:tls";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { SandboxService } from "../../src/gen/mandate/v1/organizations_pb.js";
 import { spawnService, type ServiceProcess } from "../support/process.js";
 import { createTestDatabase, uniqueEmail } from "../support/service.js";
 
 /*
- * MANDATE_TLS_CERT / MANDATE_TLS_KEY (issue 23, Operations): the same routes over HTTPS/1.1
- * (/v1, Connect, gRPC-Web) on the one port; h2 is not offered yet (src/transport/server.ts). The certificate is self-signed, made here with
+ * MANDATE_TLS_CERT / MANDATE_TLS_KEY (issue 23, Operations): the same routes over HTTPS, with
+ * ALPN choosing h2 (gRPC included) or http/1.1 on the one port. The certificate is self-signed, made here with
  * openssl for 127.0.0.1, and the clients trust exactly it.
  */
 
@@ -64,7 +68,35 @@ it("serves /v1 over HTTPS with HTTP/1.1 (ALPN http/1.1)", async () => {
   expect(JSON.parse(answer.body)).toMatchObject({ organization_id: expect.any(String), api_key: expect.any(String) });
 });
 
-it("serves Connect over HTTPS too, and offers no h2 yet (gRPC over TLS goes through a terminating proxy)", async () => {
+it("serves /v1, Connect and gRPC over HTTPS with HTTP/2 (ALPN h2)", async () => {
+  const session = http2.connect(`https://127.0.0.1:${svc.port}`, { ca });
+  try {
+    const post = (path: string, body: unknown) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/json" });
+        let status = 0;
+        let text = "";
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (d: Buffer) => (text += d.toString()));
+        stream.on("end", () => resolve({ status, body: text }));
+        stream.on("error", reject);
+        stream.end(JSON.stringify(body));
+      });
+    const v1 = await post("/v1/sandbox/organizations", { email: uniqueEmail("tls") });
+    expect(session.alpnProtocol).toBe("h2");
+    expect(v1.status).toBe(200);
+    const connect = await post("/mandate.v1.SandboxService/CreateSandboxOrganization", { email: uniqueEmail("tls") });
+    expect(connect.status).toBe(200);
+    expect(JSON.parse(connect.body)).toMatchObject({ organizationId: expect.any(String), apiKey: expect.any(String) });
+  } finally {
+    session.close();
+  }
+  const grpc = createClient(SandboxService, createGrpcTransport({ baseUrl: `https://127.0.0.1:${svc.port}`, nodeOptions: { ca } }));
+  const created = await grpc.createSandboxOrganization({ email: uniqueEmail("tls") });
+  expect(created.organizationId).toMatch(/^org_/);
+});
+
+it("serves Connect over HTTPS/1.1 too", async () => {
   const res = await fetchOverTls("/mandate.v1.SandboxService/CreateSandboxOrganization", { email: uniqueEmail("tls") });
   expect(res.status).toBe(200);
   expect(JSON.parse(res.body)).toMatchObject({ organizationId: expect.any(String), apiKey: expect.any(String) });
@@ -75,7 +107,7 @@ it("serves Connect over HTTPS too, and offers no h2 yet (gRPC over TLS goes thro
     });
     socket.on("error", reject);
   });
-  expect(alpn).toBe("http/1.1");
+  expect(alpn).toBe("h2");
 });
 
 /** POSTs JSON over HTTPS/1.1, trusting the test's certificate. */
