@@ -1,4 +1,6 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
+import { SandboxService } from "../../src/gen/mandate/v1/organizations_pb.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { createTestDatabase, startService, uniqueEmail, type TestService } from "../support/service.js";
 
@@ -97,6 +99,16 @@ describe("a refused signup says why and when to come back", () => {
     retryAfter(await svc.v1("POST", "/v1/sandbox/organizations", { body: { email } }), "MANDATE_SANDBOX_PER_EMAIL_PER_DAY", 86_400);
     expect((await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("retry") } })).status).toBe(200);
     retryAfter(await svc.v1("POST", "/v1/sandbox/organizations", { body: { email: uniqueEmail("retry") } }), "MANDATE_SANDBOX_PER_ADDRESS_PER_HOUR", 3_600);
+    // gRPC says the same in its metadata (trailers), with the pushback gRPC retry policies read.
+    const refused = await svc.grpc(SandboxService).createSandboxOrganization({ email }).then(
+      () => null,
+      (err: unknown) => ConnectError.from(err),
+    );
+    expect(refused?.code).toBe(Code.ResourceExhausted);
+    const seconds = Number(refused!.metadata.get("retry-after"));
+    expect(seconds).toBeGreaterThanOrEqual(1);
+    expect(seconds).toBeLessThanOrEqual(3_600);
+    expect(refused!.metadata.get("grpc-retry-pushback-ms")).toBe(String(seconds * 1000));
   });
 
   it("the total cap names MANDATE_SANDBOX_MAX_ORGS and still carries Retry-After", async () => {
