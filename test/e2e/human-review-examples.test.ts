@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type TestService } from "../support/service.js";
@@ -41,4 +42,20 @@ describe("human review examples (README, Human review)", () => {
   it("examples/python/human_review.py", async () => {
     check(await run(python, [path.join(ROOT, "examples/python/human_review.py")], { env: { MANDATE_BASE_URL: svc.baseUrl, PYTHONDONTWRITEBYTECODE: "1" }, timeoutMs: 90_000 }));
   }, 120_000);
+});
+
+it("the README's Human review lines are the examples' own", () => {
+  const readme = readFileSync(path.join(ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Human review"), readme.indexOf("## Clients"));
+  for (const [lang, file, comment] of [["ts", "examples/typescript/human-review.ts", "//"], ["python", "examples/python/human_review.py", "#"]] as const) {
+    const block = new RegExp("```" + lang + "\\n([\\s\\S]*?)```").exec(section);
+    expect(block, lang).not.toBeNull();
+    const example = readFileSync(path.join(ROOT, file), "utf8");
+    const lines = block![1]!.trim().split("\n");
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const line of lines) {
+      const code = line.split(`  ${comment} `)[0]!.trim();
+      expect(example, `${file} holds: ${code}`).toContain(code);
+    }
+  }
 });
