@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import http2 from "node:http2";
 import https from "node:https";
-import { connect as tlsConnect } from "node:tls";
+import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createClient } from "@connectrpc/connect";
@@ -51,9 +51,11 @@ it("says https in its listening line", () => {
 });
 
 it("serves /v1 over HTTPS with HTTP/1.1 (ALPN http/1.1)", async () => {
-  const answer = await new Promise<{ status: number; alpn: string | false; body: string }>((resolve, reject) => {
+  const answer = await new Promise<{ status: number; alpn: string | false | null; body: string }>((resolve, reject) => {
     const body = JSON.stringify({ email: uniqueEmail("tls") });
-    const req = https.request(`https://127.0.0.1:${svc.port}/v1/sandbox/organizations`, { method: "POST", ca, ALPNProtocols: ["http/1.1"], headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (res) => {
+    // https.request passes TLS options through to tls.connect (ALPNProtocols among them).
+    const options: https.RequestOptions & ConnectionOptions = { method: "POST", ca, ALPNProtocols: ["http/1.1"], headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } };
+    const req = https.request(`https://127.0.0.1:${svc.port}/v1/sandbox/organizations`, options, (res) => {
       let text = "";
       res.on("data", (d: Buffer) => (text += d.toString()));
       // Read before the body ends: the socket goes back to the agent's pool (null) after.
@@ -100,7 +102,7 @@ it("serves Connect over HTTPS/1.1 too", async () => {
   const res = await fetchOverTls("/mandate.v1.SandboxService/CreateSandboxOrganization", { email: uniqueEmail("tls") });
   expect(res.status).toBe(200);
   expect(JSON.parse(res.body)).toMatchObject({ organizationId: expect.any(String), apiKey: expect.any(String) });
-  const alpn = await new Promise<string | false>((resolve, reject) => {
+  const alpn = await new Promise<string | false | null>((resolve, reject) => {
     const socket = tlsConnect({ host: "127.0.0.1", port: svc.port, ca, ALPNProtocols: ["h2", "http/1.1"] }, () => {
       resolve(socket.alpnProtocol);
       socket.end();

@@ -155,7 +155,7 @@ describe("compose.yaml", () => {
     // The one address trusted for X-Forwarded-For is the load balancer's fixed address.
     expect(env.MANDATE_TRUSTED_PROXIES).toBe(services.lb.networks.mandate.ipv4_address);
     const subnet = compose.networks!.mandate.ipam.config[0].subnet as string;
-    expect(env.MANDATE_TRUSTED_PROXIES.split(".").slice(0, 3)).toEqual(subnet.split("/")[0]!.split(".").slice(0, 3));
+    expect(env.MANDATE_TRUSTED_PROXIES!.split(".").slice(0, 3)).toEqual(subnet.split("/")[0]!.split(".").slice(0, 3));
   });
 
   it("mounts only files that exist; Postgres makes the two roles the replicas log in as", () => {
