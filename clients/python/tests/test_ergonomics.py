@@ -72,3 +72,17 @@ def test_base_url_and_api_key_default_to_the_environment(org: Org, monkeypatch: 
     with MandateClient(operator_key="op") as operator:
         assert operator.base_url == "http://127.0.0.1:8080"
         assert operator.api_key is None  # an explicit operator key is not overridden by MANDATE_API_KEY
+
+
+def test_every_call_takes_a_timeout() -> None:
+    import inspect
+
+    # Streams bound themselves differently: watch_events by idle_timeout; wait_for_resolution's
+    # timeout is its overall deadline.
+    not_calls = {"close", "with_api_key", "watch_events"}
+    missing = [
+        name
+        for name, f in inspect.getmembers(MandateClient, inspect.isfunction)
+        if not name.startswith("_") and name not in not_calls and "timeout" not in inspect.signature(f).parameters
+    ]
+    assert missing == []

@@ -171,19 +171,19 @@ class MandateClient:
         """Creates a sandbox organization (no authentication). Continue with :meth:`with_api_key`."""
         return Sandbox.from_wire(self.request("POST", "/v1/sandbox/organizations", json_body={"email": email}, auth="none", timeout=timeout))
 
-    def create_api_key(self, name: str, permissions: Iterable[str]) -> ApiKey:
+    def create_api_key(self, name: str, permissions: Iterable[str], *, timeout: Optional[float] = None) -> ApiKey:
         """Creates a scoped API key of the caller's organization; the secret is in this answer only."""
-        return ApiKey.from_wire(self.request("POST", "/v1/organization/api-keys", json_body={"name": name, "permissions": list(permissions)}))
+        return ApiKey.from_wire(self.request("POST", "/v1/organization/api-keys", json_body={"name": name, "permissions": list(permissions)}, timeout=timeout))
 
-    def create_principal(self, display_name: str, kind: str, external_ref: Optional[str] = None) -> Principal:
+    def create_principal(self, display_name: str, kind: str, external_ref: Optional[str] = None, *, timeout: Optional[float] = None) -> Principal:
         """Creates a principal: ``kind`` is ``person``, ``role``, ``org_unit`` or ``service``."""
         body: Dict[str, Any] = {"display_name": display_name, "kind": kind}
         if external_ref is not None:
             body["external_ref"] = external_ref
-        return Principal.from_wire(self.request("POST", "/v1/principals", json_body=body))
+        return Principal.from_wire(self.request("POST", "/v1/principals", json_body=body, timeout=timeout))
 
-    def get_principal(self, principal_id: str) -> Principal:
-        return Principal.from_wire(self.request("GET", f"/v1/principals/{_seg(principal_id)}"))
+    def get_principal(self, principal_id: str, *, timeout: Optional[float] = None) -> Principal:
+        return Principal.from_wire(self.request("GET", f"/v1/principals/{_seg(principal_id)}", timeout=timeout))
 
     # --- agents -------------------------------------------------------------
 
@@ -234,15 +234,15 @@ class MandateClient:
         """-> retired (terminal)."""
         return self._transition(agent, "retire", reason, timeout)
 
-    def rotate_key(self, agent: AgentRef, new_key: AgentKey) -> Agent:
+    def rotate_key(self, agent: AgentRef, new_key: AgentKey, *, timeout: Optional[float] = None) -> Agent:
         """Replaces the agent's key. The answer carries the new ``certificate_id``; the old one stops verifying at once."""
-        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/rotate-key", json_body={"public_key": new_key.public_key}))
+        return Agent.from_wire(self.request("POST", f"/v1/agents/{_seg(_agent_id(agent))}/rotate-key", json_body={"public_key": new_key.public_key}, timeout=timeout))
 
-    def heartbeat(self, agent: AgentIdentity) -> Heartbeat:
+    def heartbeat(self, agent: AgentIdentity, *, timeout: Optional[float] = None) -> Heartbeat:
         """Sends an agent-signed liveness signal (accepted while the agent is active)."""
         body = _json_bytes({"agent_id": agent.agent_id, "sent_at": _now_iso(), "nonce": str(uuid.uuid4())})
         headers = _body_signature(agent, body)
-        raw = self.request("POST", f"/v1/agents/{_seg(agent.agent_id)}/heartbeat", content=body, auth=lambda: headers)
+        raw = self.request("POST", f"/v1/agents/{_seg(agent.agent_id)}/heartbeat", content=body, auth=lambda: headers, timeout=timeout)
         return Heartbeat.from_wire(raw)
 
     def _transition(self, agent: AgentRef, op: str, reason: Optional[str], timeout: Optional[float]) -> Agent:
@@ -431,7 +431,7 @@ class MandateClient:
 
     # --- governance (what the platform UI does) ---------------------------
 
-    def upload_governance_document(self, name: str, kind: str, format: str, content: str) -> GovernanceDocument:
+    def upload_governance_document(self, name: str, kind: str, format: str, content: str, *, timeout: Optional[float] = None) -> GovernanceDocument:
         """Uploads a ``delegation_of_authority``, ``approval_matrix`` or ``signing_schedule`` (csv, yaml or json).
 
         The document is parsed at once: one that does not parse raises ValidationError whose
@@ -439,63 +439,63 @@ class MandateClient:
         in the organization; a second upload under it raises ConflictError.
         """
         body = {"name": name, "kind": kind, "format": format, "content": content}
-        return GovernanceDocument.from_wire(self.request("POST", "/v1/authority-graph/documents", json_body=body))
+        return GovernanceDocument.from_wire(self.request("POST", "/v1/authority-graph/documents", json_body=body, timeout=timeout))
 
-    def list_governance_documents(self) -> List[GovernanceDocument]:
+    def list_governance_documents(self, *, timeout: Optional[float] = None) -> List[GovernanceDocument]:
         """The uploaded governance documents, oldest first."""
-        return [GovernanceDocument.from_wire(d) for d in self.request("GET", "/v1/authority-graph/documents").get("documents") or []]
+        return [GovernanceDocument.from_wire(d) for d in self.request("GET", "/v1/authority-graph/documents", timeout=timeout).get("documents") or []]
 
-    def delete_governance_document(self, document_id: str) -> None:
+    def delete_governance_document(self, document_id: str, *, timeout: Optional[float] = None) -> None:
         """Deletes a governance document; graph versions generated from it keep their graph."""
-        self.request("DELETE", f"/v1/authority-graph/documents/{_seg(document_id)}")
+        self.request("DELETE", f"/v1/authority-graph/documents/{_seg(document_id)}", timeout=timeout)
 
-    def generate_graph_version(self, document_ids: Optional[List[str]] = None) -> GraphVersionRef:
+    def generate_graph_version(self, document_ids: Optional[List[str]] = None, *, timeout: Optional[float] = None) -> GraphVersionRef:
         """Generates a draft Authority Graph version from the uploaded documents (all unless named)."""
-        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions:generate", json_body={"document_ids": list(document_ids or [])}))
+        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions:generate", json_body={"document_ids": list(document_ids or [])}, timeout=timeout))
 
-    def create_graph_version(self, graph: Mapping[str, Any]) -> GraphVersionRef:
+    def create_graph_version(self, graph: Mapping[str, Any], *, timeout: Optional[float] = None) -> GraphVersionRef:
         """Authors a draft graph version directly: ``{roles, memberships, limits, delegations, approval_matrix}``."""
-        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions", json_body={"graph": dict(graph)}))
+        return GraphVersionRef.from_wire(self.request("POST", "/v1/authority-graph/versions", json_body={"graph": dict(graph)}, timeout=timeout))
 
-    def approve_graph_version(self, version: int) -> GraphVersionRef:
+    def approve_graph_version(self, version: int, *, timeout: Optional[float] = None) -> GraphVersionRef:
         """draft -> approved, by a POLICY_APPROVER other than the version's author (four eyes)."""
-        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/approve", json_body={}))
+        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/approve", json_body={}, timeout=timeout))
 
-    def publish_graph_version(self, version: int) -> GraphVersionRef:
+    def publish_graph_version(self, version: int, *, timeout: Optional[float] = None) -> GraphVersionRef:
         """Makes an approved graph version active (POLICY_APPROVER)."""
-        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/publish", json_body={}))
+        return GraphVersionRef.from_wire(self.request("POST", f"/v1/authority-graph/versions/{int(version)}/publish", json_body={}, timeout=timeout))
 
-    def list_graph_versions(self) -> List[GraphVersion]:
+    def list_graph_versions(self, *, timeout: Optional[float] = None) -> List[GraphVersion]:
         """Every graph version (draft, approved, active, superseded), newest first, without graphs."""
-        return [GraphVersion.from_wire(v) for v in self.request("GET", "/v1/authority-graph/versions").get("versions") or []]
+        return [GraphVersion.from_wire(v) for v in self.request("GET", "/v1/authority-graph/versions", timeout=timeout).get("versions") or []]
 
-    def get_graph_version(self, version: int) -> GraphVersion:
+    def get_graph_version(self, version: int, *, timeout: Optional[float] = None) -> GraphVersion:
         """One graph version with its graph, whatever its state."""
-        return GraphVersion.from_wire(self.request("GET", f"/v1/authority-graph/versions/{int(version)}"))
+        return GraphVersion.from_wire(self.request("GET", f"/v1/authority-graph/versions/{int(version)}", timeout=timeout))
 
-    def create_policy(self, policy_key: str, rules: Mapping[str, Any], description: str = "") -> PolicyVersionRef:
+    def create_policy(self, policy_key: str, rules: Mapping[str, Any], description: str = "", *, timeout: Optional[float] = None) -> PolicyVersionRef:
         """Creates a policy with its first draft version from a runtime policy document ``{actions, rules}``."""
         body = {"policy_key": policy_key, "description": description, "source": {"rules": dict(rules)}}
-        return PolicyVersionRef.from_wire(self.request("POST", "/v1/policies", json_body=body))
+        return PolicyVersionRef.from_wire(self.request("POST", "/v1/policies", json_body=body, timeout=timeout))
 
-    def submit_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+    def submit_policy_version(self, policy_key: str, version: int, *, timeout: Optional[float] = None) -> PolicyVersionRef:
         """draft -> in_review (POLICY_AUTHOR)."""
-        return self._policy_step(policy_key, version, "submit")
+        return self._policy_step(policy_key, version, "submit", timeout)
 
-    def approve_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+    def approve_policy_version(self, policy_key: str, version: int, *, timeout: Optional[float] = None) -> PolicyVersionRef:
         """in_review -> approved, by a POLICY_APPROVER other than the author."""
-        return self._policy_step(policy_key, version, "approve")
+        return self._policy_step(policy_key, version, "approve", timeout)
 
-    def publish_policy_version(self, policy_key: str, version: int) -> PolicyVersionRef:
+    def publish_policy_version(self, policy_key: str, version: int, *, timeout: Optional[float] = None) -> PolicyVersionRef:
         """approved -> active (POLICY_APPROVER): compiles the organization's bundle."""
-        return self._policy_step(policy_key, version, "publish")
+        return self._policy_step(policy_key, version, "publish", timeout)
 
-    def _policy_step(self, policy_key: str, version: int, step: str) -> PolicyVersionRef:
-        return PolicyVersionRef.from_wire(self.request("POST", f"/v1/policies/{_seg(policy_key)}/versions/{int(version)}/{step}", json_body={}))
+    def _policy_step(self, policy_key: str, version: int, step: str, timeout: Optional[float] = None) -> PolicyVersionRef:
+        return PolicyVersionRef.from_wire(self.request("POST", f"/v1/policies/{_seg(policy_key)}/versions/{int(version)}/{step}", json_body={}, timeout=timeout))
 
-    def get_evidence(self, evidence_id: str) -> Dict[str, Any]:
+    def get_evidence(self, evidence_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Reads a signed evidence record (EVIDENCE_READ)."""
-        return self.request("GET", f"/v1/evidence/{_seg(evidence_id)}")  # type: ignore[no-any-return]
+        return self.request("GET", f"/v1/evidence/{_seg(evidence_id)}", timeout=timeout)  # type: ignore[no-any-return]
 
     # --- events and webhooks (early access, /v1alpha) -----------------------
 
@@ -585,36 +585,36 @@ class MandateClient:
                     raise failure
             self._sleep(random.uniform(0, min(self.backoff_cap, self.backoff_base * (2 ** max(0, failures - 1)))))
 
-    def create_webhook(self, url: str, events: Optional[Iterable[str]] = None, description: str = "") -> Webhook:
+    def create_webhook(self, url: str, events: Optional[Iterable[str]] = None, description: str = "", *, timeout: Optional[float] = None) -> Webhook:
         """Subscribes ``url`` to ``events`` (all when empty) from now on (ORG_ADMIN); the answer's ``secret`` is shown only here."""
         body = {"url": url, "events": list(events or []), "description": description}
-        return Webhook.from_wire(self.request("POST", "/v1alpha/webhooks", json_body=body))
+        return Webhook.from_wire(self.request("POST", "/v1alpha/webhooks", json_body=body, timeout=timeout))
 
-    def list_webhooks(self) -> List[Webhook]:
+    def list_webhooks(self, *, timeout: Optional[float] = None) -> List[Webhook]:
         """The organization's webhooks, never their secrets."""
-        return [Webhook.from_wire(w) for w in (self.request("GET", "/v1alpha/webhooks") or {}).get("webhooks") or []]
+        return [Webhook.from_wire(w) for w in (self.request("GET", "/v1alpha/webhooks", timeout=timeout) or {}).get("webhooks") or []]
 
-    def get_webhook(self, webhook_id: str) -> Webhook:
-        return Webhook.from_wire(self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}"))
+    def get_webhook(self, webhook_id: str, *, timeout: Optional[float] = None) -> Webhook:
+        return Webhook.from_wire(self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}", timeout=timeout))
 
-    def delete_webhook(self, webhook_id: str) -> None:
+    def delete_webhook(self, webhook_id: str, *, timeout: Optional[float] = None) -> None:
         """Removes a webhook; its pending deliveries are dropped."""
-        self.request("DELETE", f"/v1alpha/webhooks/{_seg(webhook_id)}")
+        self.request("DELETE", f"/v1alpha/webhooks/{_seg(webhook_id)}", timeout=timeout)
 
-    def rotate_webhook_secret(self, webhook_id: str) -> Webhook:
+    def rotate_webhook_secret(self, webhook_id: str, *, timeout: Optional[float] = None) -> Webhook:
         """A new signing secret, in this answer only; the old one signs nothing from now on. Clears ``failing``."""
-        return Webhook.from_wire(self.request("POST", f"/v1alpha/webhooks/{_seg(webhook_id)}:rotate-secret", json_body={}))
+        return Webhook.from_wire(self.request("POST", f"/v1alpha/webhooks/{_seg(webhook_id)}:rotate-secret", json_body={}, timeout=timeout))
 
-    def list_webhook_deliveries(self, webhook_id: str, page_size: Optional[int] = None, page_token: Optional[str] = None) -> Tuple[List[WebhookDelivery], Optional[str]]:
+    def list_webhook_deliveries(self, webhook_id: str, page_size: Optional[int] = None, page_token: Optional[str] = None, *, timeout: Optional[float] = None) -> Tuple[List[WebhookDelivery], Optional[str]]:
         """Deliveries with their attempts, newest event first, and the next page's token (None on the last)."""
         params = {k: str(v) for k, v in (("page_size", page_size), ("page_token", page_token)) if v}
-        page = self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}/deliveries", params=params) or {}
+        page = self.request("GET", f"/v1alpha/webhooks/{_seg(webhook_id)}/deliveries", params=params, timeout=timeout) or {}
         return [WebhookDelivery.from_wire(d) for d in page.get("deliveries") or []], page.get("next_page_token") or None
 
-    def redeliver_webhook_delivery(self, webhook_id: str, delivery_id: str) -> WebhookDelivery:
+    def redeliver_webhook_delivery(self, webhook_id: str, delivery_id: str, *, timeout: Optional[float] = None) -> WebhookDelivery:
         """Sends a delivery's event again now, with the same ``webhook-id``."""
         path = f"/v1alpha/webhooks/{_seg(webhook_id)}/deliveries/{_seg(delivery_id)}:redeliver"
-        return WebhookDelivery.from_wire(self.request("POST", path, json_body={}))
+        return WebhookDelivery.from_wire(self.request("POST", path, json_body={}, timeout=timeout))
 
     # --- transport ----------------------------------------------------------
 
