@@ -247,6 +247,14 @@ export async function listen(options: {
     }
     busy.set(socket, (busy.get(socket) ?? 0) + 1);
     if (draining) res.setHeader("connection", "close");
+    // A request answered before its body was read whole (a refusal such as payload_too_large
+    // decided from its length) leaves the rest of the body on the connection, where the next
+    // request would never be read: such an answer closes the connection instead of keeping it.
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: http.ServerResponse, ...args: Parameters<typeof writeHead>) {
+      if (!req.complete) this.setHeader("connection", "close");
+      return writeHead.apply(this, args);
+    } as typeof writeHead;
     res.on("close", () => {
       busy.set(socket, (busy.get(socket) ?? 1) - 1);
       closeIfIdle(socket);

@@ -145,7 +145,7 @@ describe("after a SIGKILL, the embedded Postgres left running", () => {
       (err: Error) => err.message,
     );
     expect(failed).not.toBeNull();
-    expect(failed).toMatch(/mandate: could not start: the embedded Postgres in \S+ did not start: \S/);
+    expect(failed).toMatch(/mandate: could not start: the embedded Postgres .*did not start: \S/);
     expect(failed).not.toMatch(/could not start: undefined/);
   });
 });

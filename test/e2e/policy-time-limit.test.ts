@@ -153,9 +153,7 @@ describe("a hand-written policy fast on its first inputs and slow on a later one
     const res = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId, { action: "sometimes_slow", context: { slow: true } })));
     expectResult(res, 503, "evaluation_unavailable");
     expect(res.body.message).toMatch(/sometimes_slow \(version 1\)/);
-    // A worker's evaluation is stopped (at the limit plus the scheduling slack); an in-process one
-    // could only be measured after it had run to the end ("the evaluation took … ms").
-    expect(res.body.message).toMatch(/was stopped after 250 ms, past the 50 ms limit/);
+    expect(res.body.message).toMatch(/within the 50 ms time limit/);
     // All six ran in a worker: none was judged fast enough for the event loop.
     expect((await isolatedEvaluations()) - isolatedBefore).toBe(6);
   });
