@@ -1,3 +1,4 @@
+import { readFile } from "node:fs/promises";
 /** Exit status meaning "checked, and everything holds". */
 export const EXIT_OK = 0;
 /** Exit status meaning "checked, and something is wrong" (the command's verdict, not a crash). */
@@ -37,5 +38,20 @@ export class CliError extends Error {
     readonly showUsage = false,
   ) {
     super(message);
+  }
+}
+
+/** A JSON file's contents; CliError (exit 2) naming the file when it cannot be read or parsed. */
+export async function readJsonFile(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    throw new CliError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new CliError(`${file} is not JSON: ${(error as Error).message}`);
   }
 }

@@ -1,9 +1,8 @@
-import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { jwkThumbprint } from "../evidence/keys.js";
 import { verifyEvidenceExport } from "../evidence/verify.js";
 import type { EvidenceProblem, EvidenceVerification } from "../evidence/verify.js";
-import { CliError, EXIT_FAILED, EXIT_OK } from "./command.js";
+import { CliError, EXIT_FAILED, EXIT_OK, readJsonFile } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 
 const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export-keys THUMBPRINT[,…]) [--organization ORG_ID] EXPORT_FILE
@@ -151,20 +150,6 @@ function describeProblem(problem: EvidenceProblem): string {
     problem.evidence_id,
   ].filter((part) => part !== undefined);
   return `${problem.problem}${where.length ? ` (${where.join(", ")})` : ""}: ${problem.message}`;
-}
-
-async function readJsonFile(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    throw new CliError(`cannot read ${file}: ${(error as Error).message}`);
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new CliError(`${file} is not JSON: ${(error as Error).message}`);
-  }
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -4,7 +4,7 @@ import { isDeepStrictEqual, parseArgs } from "node:util";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { ENTRYPOINT } from "../policy/opa.js";
 import { readTarGz } from "../policy/tar.js";
-import { CliError, EXIT_FAILED, EXIT_OK, type CliCommand, type CliIo } from "./command.js";
+import { CliError, EXIT_FAILED, EXIT_OK, readJsonFile, type CliCommand, type CliIo } from "./command.js";
 
 /** Usage of `mandate policy reproduce`. */
 export const reproduceUsage = `mandate policy reproduce [--decision DECISION_ID] [--bundle BUNDLE_FILE] DECISION_EXPORT
@@ -48,7 +48,7 @@ export async function runPolicyReproduce(args: readonly string[], io: CliIo): Pr
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new CliError("expected one DECISION_EXPORT file", true);
   const file = positionals[0]!;
-  const record = pickRecord(await readJson(file), file, values.decision);
+  const record = pickRecord(await readJsonFile(file), file, values.decision);
   const p = record.payload;
   const decisionId = typeof p.decision_id === "string" ? p.decision_id : record.subject_id;
   if (typeof p.bundle_digest !== "string" || p.bundle_digest === "") {
@@ -121,20 +121,6 @@ function pickRecord(doc: unknown, file: string, decisionId: string | undefined):
   if (decisionId !== undefined) throw new CliError(`${file} holds no decision ${decisionId}`);
   if (chosen.length === 0) throw new CliError(`${file} holds no decision evidence record`);
   throw new CliError(`${file} holds ${chosen.length} decisions: name one with --decision DECISION_ID`, true);
-}
-
-async function readJson(file: string): Promise<unknown> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    throw new CliError(`cannot read ${file}: ${(error as Error).message}`);
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (error) {
-    throw new CliError(`${file} is not JSON: ${(error as Error).message}`);
-  }
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
