@@ -52,22 +52,16 @@ interface StreamTables {
 }
 
 /**
- * The session's internal state object (the own property keyed by the symbol described "state")
- * when it holds the stream Map `streams` and the Set `pendingStreams`; null where it does not.
- * Only the checks below look at the null; everything else goes through streamTables().
+ * The session's stream tables: its internal state object (the own property keyed by the symbol
+ * described "state") holding the Map `streams` and the Set `pendingStreams`. Every reader comes
+ * through here, so a Node that keeps them otherwise meets NodeInternalsError, naming itself, and
+ * never a quiet fallback.
  */
-function streamTablesOf(session: object): StreamTables | null {
+function streamTables(session: object): StreamTables {
   const key = Object.getOwnPropertySymbols(session).find((s) => s.description === "state");
   const state: unknown = key === undefined ? undefined : (session as Record<symbol, unknown>)[key];
-  return hasStreamTables(state) ? state : null;
-}
-
-/** The session's stream tables; throws NodeInternalsError, naming this Node, where they are not where expected. */
-function streamTables(session: object): StreamTables {
-  return (
-    streamTablesOf(session) ??
-    refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")')
-  );
+  if (hasStreamTables(state)) return state;
+  return refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")');
 }
 
 /** Whether `state` holds the two tables. Node's SafeMap and SafeSet are not `instanceof` Map and Set (their prototypes are cut off from them), so this checks their shape. */
@@ -307,9 +301,14 @@ async function probeHttp2(timeoutMs: number): Promise<void> {
   checkCompatServer(compat);
   let session: http2.ServerHttp2Session | undefined;
   h2.on("session", (s) => (session = s));
+  // Renewing while a stream is open, as the service does; a failure is raised after the request.
+  let renewFailure: unknown;
   h2.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-    const tables = streamTablesOf(stream.session!);
-    if (tables) renewTables(tables);
+    try {
+      renewTables(streamTables(stream.session!));
+    } catch (err) {
+      renewFailure = err;
+    }
     forwardToCompat(compat, stream, headers, flags, rawHeaders);
   });
   h2.emit("connection", serverSide);
@@ -325,6 +324,7 @@ async function probeHttp2(timeoutMs: number): Promise<void> {
       req.resume();
     }).catch((err: unknown) => refuse(`a request over an in-memory HTTP/2 connection failed (${err instanceof Error ? err.message : String(err)})`));
     if (session === undefined) refuse("an HTTP/2 server given a connection with the \"connection\" event made no session");
+    if (renewFailure !== undefined) throw renewFailure;
     checkStreamTables(session);
     if (status !== 204) {
       refuse(`a stream forwarded to a request-handler server with the "stream" event was ${status === "timeout" ? `not answered within ${timeoutMs} ms` : `answered with ${status}`}, not by its request handler`);
