@@ -1,5 +1,5 @@
 import { base64Decode } from "@bufbuild/protobuf/wire";
-import { createFileRegistry, fromBinary, type DescEnum, type DescEnumValue, type DescField, type DescFile, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { createFileRegistry, fromBinary, type FileRegistry, type DescEnum, type DescEnumValue, type DescField, type DescFile, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { descriptorSetBase64 } from "../gen/mandate/descriptor_set.js";
 
@@ -15,11 +15,21 @@ export interface ProtoComments {
 /** No comments at all: what a document built without the descriptor set says. */
 export const NO_COMMENTS: ProtoComments = { of: () => undefined };
 
+let documented: FileRegistry | undefined;
 let generated: ProtoComments | undefined;
 
-/** The comments of proto/ as `npm run generate` last embedded them (src/gen/mandate/descriptor_set.ts); read once. */
+/**
+ * Every file of proto/ with its source info, as `npm run generate` last embedded them
+ * (src/gen/mandate/descriptor_set.ts): decoded once, for reflection and the comments alike.
+ */
+export function documentedProtoFiles(): FileRegistry {
+  documented ??= createFileRegistry(fromBinary(FileDescriptorSetSchema, base64Decode(descriptorSetBase64)));
+  return documented;
+}
+
+/** The comments of proto/ (documentedProtoFiles); read once. */
 export function apiComments(): ProtoComments {
-  generated ??= createProtoComments(base64Decode(descriptorSetBase64));
+  generated ??= commentsOf(documentedProtoFiles());
   return generated;
 }
 
@@ -31,7 +41,10 @@ export function apiComments(): ProtoComments {
  * field 2, enum 5, value 2, service 6, method 2).
  */
 export function createProtoComments(descriptorSet: Uint8Array): ProtoComments {
-  const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));
+  return commentsOf(createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet)));
+}
+
+function commentsOf(registry: FileRegistry): ProtoComments {
   const byFile = new Map<DescFile, Map<string, string>>();
   const commentsOf = (file: DescFile): Map<string, string> => {
     let map = byFile.get(file);

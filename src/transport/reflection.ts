@@ -1,14 +1,13 @@
-import { create, createFileRegistry, fromBinary, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
-import { base64Decode } from "@bufbuild/protobuf/wire";
-import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { create, toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { descriptorSetBase64 } from "../gen/mandate/descriptor_set.js";
 import {
   ServerReflection,
   ServerReflectionResponseSchema,
   type ServerReflectionRequest,
   type ServerReflectionResponse,
 } from "../gen/grpc/reflection/v1/reflection_pb.js";
+import { documentedProtoFiles } from "./proto-comments.js";
 
 /** Every file given and all it imports, dependencies first, one per name. */
 function closureOf(roots: readonly DescFile[]): DescFile[] {
@@ -32,7 +31,7 @@ function closureOf(roots: readonly DescFile[]): DescFile[] {
  * from elsewhere (reflection.proto), from the generated descriptors.
  */
 function filesToServe(services: readonly DescService[]): DescFile[] {
-  const documented = createFileRegistry(fromBinary(FileDescriptorSetSchema, base64Decode(descriptorSetBase64)));
+  const documented = documentedProtoFiles();
   return closureOf([...documented.files, ...services.map((s) => documented.getFile(s.file.name) ?? s.file)]);
 }
 
