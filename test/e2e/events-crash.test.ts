@@ -1,15 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { verifyWebhook, type EventEnvelope } from "mandate/client";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { intentDoc, newAgent, newOrgFixture, signBody, submitIntent, type Result, type TestAgent, type Transport } from "../support/agents.js";
-import { repoRoot, serviceNodeFlags } from "../support/process.js";
-import { createTestDatabase, createV1Client, sharedDatabaseUrl, type TestService } from "../support/service.js";
+import { createTestDatabase, sharedDatabaseUrl, spawnServiceProcess, type TestService } from "../support/service.js";
 import { deferred, waitFor } from "../support/wait.js";
 
 /*
@@ -37,75 +33,6 @@ import { deferred, waitFor } from "../support/wait.js";
 
 /** How long any wait may take: a watchdog on a loaded machine, never a pacing. */
 const WATCHDOG_MS = 90_000;
-
-/**
- * The service as its own OS process, started as `npm start` starts it but with node itself
- * loading tsx (`node <flags> --import tsx src/main.ts`: one process, so SIGKILL kills the server,
- * not a wrapper). It listens on PORT=0; the port is read from its "listening" log line.
- */
-async function spawnService(env: Record<string, string>): Promise<{ child: ChildProcess; svc: TestService; output: () => string }> {
-  let output = "";
-  const base: Record<string, string> = {};
-  for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "USER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-  const child = spawn(process.execPath, [...serviceNodeFlags, "--import", "tsx", "src/main.ts"], {
-    cwd: repoRoot,
-    env: { ...base, ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const keep = (c: Buffer) => {
-    output = (output + c.toString()).slice(-20_000);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not start within ${WATCHDOG_MS} ms:\n${output}`)), WATCHDOG_MS);
-    let seen = "";
-    const onData = (c: Buffer) => {
-      seen += c.toString();
-      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(seen);
-      if (m) {
-        clearTimeout(timer);
-        child.stdout!.off("data", onData);
-        resolve(Number(m[1]));
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.once("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`the service exited (${code ?? signal}) before listening:\n${output}`));
-    });
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const v1 = createV1Client(baseUrl);
-  const transport = createGrpcTransport({ baseUrl });
-  const operatorKey = env.MANDATE_OPERATOR_KEY!;
-  const unused = () => {
-    throw new Error("not used");
-  };
-  const svc: TestService = {
-    baseUrl,
-    port,
-    operatorKey,
-    env,
-    v1,
-    grpc: (service) => createClient(service, transport),
-    connect: unused,
-    grpcWeb: unused,
-    async newOrg(name = `Events crash ${randomUUID().slice(0, 8)}`) {
-      const res = await v1("POST", "/v1/organizations", { body: { name }, headers: { "x-service-operator-key": operatorKey } });
-      if (res.status !== 200) throw new Error(`creating an organization failed: ${res.status} ${JSON.stringify(res.body)}`);
-      return { organizationId: res.body.organization_id, apiKey: res.body.api_key };
-    },
-    async close() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once("exit", r));
-        child.kill("SIGTERM");
-        await exited;
-      }
-    },
-  };
-  return { child, svc, output: () => output };
-}
 
 /** One delivery the receiver verified and acknowledged. */
 interface Acknowledged {
@@ -197,7 +124,7 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
       MANDATE_WEBHOOK_SWEEP_MS: "500",
       MANDATE_WEBHOOKS_ALLOW_PRIVATE: "1",
     };
-    const first = await spawnService(env);
+    const first = await spawnServiceProcess(env);
     running.push(first.svc);
     const org = await newOrgFixture(first.svc);
     const hook = await first.svc.v1("POST", "/v1alpha/webhooks", { bearer: org.apiKey, body: { url: receiver.url, events: ["DecisionCompleted", "HumanReviewRequested"] } });
@@ -264,7 +191,7 @@ describe("crash: SIGKILL while Intents flow, with a webhook subscribed", () => {
     expect(cutOff.length).toBeGreaterThan(0);
 
     // Restart on the same database; its deliverer picks up where the dead one stopped.
-    const second = await spawnService(env);
+    const second = await spawnServiceProcess(env);
     running.push(second.svc);
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();

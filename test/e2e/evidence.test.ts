@@ -1,11 +1,9 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign, verify } from "node:crypto";
+import { execFile, type ChildProcess } from "node:child_process";
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, sign, verify } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { calculateJwkThumbprint } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -28,7 +26,7 @@ import {
   type TestAgent,
   type Transport,
 } from "../support/agents.js";
-import { createTestDatabase, createV1Client, startService, type TestService } from "../support/service.js";
+import { createTestDatabase, startService, spawnServiceProcess, type TestService } from "../support/service.js";
 import { deferred } from "../support/wait.js";
 
 /*
@@ -361,74 +359,6 @@ describe("the evidence table refuses changes", () => {
 
 /* ------------------------------------------------------------------------------------------ */
 
-/**
- * The service as a separate OS process (`node --import tsx src/main.ts`: one
- * process, so SIGKILL kills the server itself, not a wrapper). It listens on
- * PORT=0 and the port is read from its "listening" log line, so no other
- * server can be mistaken for it.
- */
-async function spawnService(env: Record<string, string>): Promise<{ child: ChildProcess; svc: TestService; output: () => string }> {
-  let output = "";
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: root,
-    env: { ...process.env, ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const keep = (c: Buffer) => {
-    output = (output + c.toString()).slice(-20_000);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not start within 60 s:\n${output}`)), 60_000);
-    let seen = "";
-    const onData = (c: Buffer) => {
-      seen += c.toString();
-      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(seen);
-      if (m) {
-        clearTimeout(timer);
-        child.stdout!.off("data", onData);
-        resolve(Number(m[1]));
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.once("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`the service exited (${code ?? signal}) before listening:\n${output}`));
-    });
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const v1 = createV1Client(baseUrl);
-  const transport = createGrpcTransport({ baseUrl });
-  const operatorKey = env.MANDATE_OPERATOR_KEY!;
-  const client: TestService = {
-    baseUrl,
-    port,
-    operatorKey,
-    env,
-    v1,
-    grpc: (service) => createClient(service, transport),
-    connect: () => {
-      throw new Error("not used");
-    },
-    grpcWeb: () => {
-      throw new Error("not used");
-    },
-    async newOrg(name = `Crash org ${randomUUID().slice(0, 8)}`) {
-      const res = await v1("POST", "/v1/organizations", { body: { name }, headers: { "x-service-operator-key": operatorKey } });
-      if (res.status !== 200) throw new Error(`creating an organization failed: ${res.status} ${JSON.stringify(res.body)}`);
-      return { organizationId: res.body.organization_id, apiKey: res.body.api_key };
-    },
-    async close() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once("exit", r));
-        child.kill("SIGTERM");
-        await exited;
-      }
-    },
-  };
-  return { child, svc: client, output: () => output };
-}
 
 describe("crash: SIGKILL mid-load", () => {
   let databaseUrl: string;
@@ -451,7 +381,7 @@ describe("crash: SIGKILL mid-load", () => {
       MANDATE_OPERATOR_KEY: `op_${randomBytes(18).toString("base64url")}`,
       MANDATE_DATA_DIR: path.join(tmp, "data"),
     };
-    const first = await spawnService(env);
+    const first = await spawnServiceProcess(env);
     running.push(first);
     const crashOrg = await newOrgFixture(first.svc);
     await publishPaymentsPolicy(first.svc, crashOrg);
@@ -514,7 +444,7 @@ describe("crash: SIGKILL mid-load", () => {
     // The kill landed mid-load: requests were in flight when the process died.
     expect(unanswered.length).toBeGreaterThan(0);
 
-    const second = await spawnService(env);
+    const second = await spawnServiceProcess(env);
     running.push(second);
     const s2 = second.svc;
 

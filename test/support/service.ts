@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import http from "node:http";
 import type { DescService } from "@bufbuild/protobuf";
@@ -8,6 +9,7 @@ import pino from "pino";
 import { inject } from "vitest";
 import { startApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
+import { repoRoot, serviceNodeFlags } from "./process.js";
 
 /** The environment variables the service reads (src/config.ts). */
 export type ServiceEnv = {
@@ -230,4 +232,73 @@ export async function startService(
       await app.close();
     },
   };
+}
+
+/**
+ * The service as its own OS process, started as `npm start` starts it but with node itself
+ * loading tsx (`node <flags> --import tsx src/main.ts`: one process, so SIGKILL kills the server,
+ * not a wrapper). It listens on PORT=0; the port is read from its "listening" log line.
+ */
+export async function spawnServiceProcess(env: Record<string, string>): Promise<{ child: ChildProcess; svc: TestService; output: () => string }> {
+  let output = "";
+  const base: Record<string, string> = {};
+  for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "USER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!;
+  const child = spawn(process.execPath, [...serviceNodeFlags, "--import", "tsx", "src/main.ts"], {
+    cwd: repoRoot,
+    env: { ...base, ...env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "info" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const keep = (c: Buffer) => {
+    output = (output + c.toString()).slice(-20_000);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the service did not start within 60 s:\n${output}`)), 60_000);
+    let seen = "";
+    const onData = (c: Buffer) => {
+      seen += c.toString();
+      const m = /"port":(\d+)[^\n]*"msg":"listening"/.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off("data", onData);
+        resolve(Number(m[1]));
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the service exited (${code ?? signal}) before listening:\n${output}`));
+    });
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const v1 = createV1Client(baseUrl);
+  const transport = createGrpcTransport({ baseUrl });
+  const operatorKey = env.MANDATE_OPERATOR_KEY!;
+  const unused = () => {
+    throw new Error("not used");
+  };
+  const svc: TestService = {
+    baseUrl,
+    port,
+    operatorKey,
+    env,
+    v1,
+    grpc: (service) => createClient(service, transport),
+    connect: unused,
+    grpcWeb: unused,
+    async newOrg(name = `Process org ${randomUUID().slice(0, 8)}`) {
+      const res = await v1("POST", "/v1/organizations", { body: { name }, headers: { "x-service-operator-key": operatorKey } });
+      if (res.status !== 200) throw new Error(`creating an organization failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return { organizationId: res.body.organization_id, apiKey: res.body.api_key };
+    },
+    async close() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGTERM");
+        await exited;
+      }
+    },
+  };
+  return { child, svc, output: () => output };
 }
