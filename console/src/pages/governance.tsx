@@ -7,6 +7,7 @@ import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
+import { VersionCells } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
 
@@ -321,16 +322,7 @@ function Versions() {
                   <td>
                     <span className={`state state-${GRAPH_STATE[v.state]}`}>{GRAPH_STATE[v.state]}</span>
                   </td>
-                  <td>
-                    <code>{v.author || "—"}</code>
-                  </td>
-                  <td>
-                    <code>{v.approver || "—"}</code>
-                  </td>
-                  <td>
-                    <time dateTime={isoTime(v.createdAt)}>{formatTime(v.createdAt)}</time>
-                  </td>
-                  <td>{v.publishedAt ? <time dateTime={isoTime(v.publishedAt)}>{formatTime(v.publishedAt)}</time> : "—"}</td>
+                  <VersionCells v={v} />
                 </tr>
               ))}
             </tbody>

@@ -7,7 +7,7 @@ import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
 import { GraphPicture } from "../components/graph-picture";
 import { Link } from "../components/link";
-import { formatTime, isoTime } from "../format";
+import { VersionFactItems } from "../components/version-facts";
 import { cellText, diffGraphs, readGraph, SECTIONS, type GraphRows } from "../graph-model";
 import { GRAPH_STATE } from "./governance";
 import "../authoring.css";
@@ -41,20 +41,7 @@ function VersionView({ v }: { v: AuthorityGraph }) {
               {GRAPH_STATE[v.state]}
             </span>
           </dd>
-          <dt>Author</dt>
-          <dd>
-            <code>{v.author || "—"}</code>
-          </dd>
-          <dt>Approver</dt>
-          <dd>
-            <code data-testid="graph-approver">{v.approver || "—"}</code>
-          </dd>
-          <dt>Created</dt>
-          <dd>
-            <time dateTime={isoTime(v.createdAt)}>{formatTime(v.createdAt)}</time>
-          </dd>
-          <dt>Published</dt>
-          <dd>{v.publishedAt ? <time dateTime={isoTime(v.publishedAt)}>{formatTime(v.publishedAt)}</time> : "—"}</dd>
+          <VersionFactItems v={v} approverTestId="graph-approver" />
         </dl>
         <Lifecycle v={v} />
       </section>

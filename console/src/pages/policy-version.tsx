@@ -8,7 +8,7 @@ import { useApprovePolicyVersion, usePolicy, usePublishPolicyVersion, useReplayP
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
-import { formatTime, isoTime } from "../format";
+import { VersionFactItems } from "../components/version-facts";
 import { currentCredential } from "../session";
 import { POLICY_STATE } from "./policies";
 import { sourceText } from "./policy-editor";
@@ -63,20 +63,7 @@ function VersionView({ policyKey, v, activeVersion }: { policyKey: string; v: Po
             </span>
             {activeVersion && activeVersion !== v.version ? <span className="muted"> · v{activeVersion} is active</span> : null}
           </dd>
-          <dt>Author</dt>
-          <dd>
-            <code>{v.author || "—"}</code>
-          </dd>
-          <dt>Approver</dt>
-          <dd>
-            <code data-testid="policy-approver">{v.approver || "—"}</code>
-          </dd>
-          <dt>Created</dt>
-          <dd>
-            <time dateTime={isoTime(v.createdAt)}>{formatTime(v.createdAt)}</time>
-          </dd>
-          <dt>Published</dt>
-          <dd>{v.publishedAt ? <time dateTime={isoTime(v.publishedAt)}>{formatTime(v.publishedAt)}</time> : "—"}</dd>
+          <VersionFactItems v={v} approverTestId="policy-approver" />
         </dl>
         <Lifecycle policyKey={policyKey} v={v} identity={identity} learn={learn} publish={publish} />
       </section>

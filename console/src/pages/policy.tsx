@@ -4,6 +4,7 @@ import { useCan } from "../api/hooks";
 import { useDisablePolicy, usePolicy, useRollbackPolicy } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
+import { VersionCells } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import { POLICY_STATE } from "./policies";
 import "../authoring.css";
@@ -73,16 +74,7 @@ export function PolicyPage({ policyKey }: { policyKey: string }) {
                         <td>
                           <span className={`state state-${POLICY_STATE[v.state]}`}>{POLICY_STATE[v.state]}</span>
                         </td>
-                        <td>
-                          <code>{v.author || "—"}</code>
-                        </td>
-                        <td>
-                          <code>{v.approver || "—"}</code>
-                        </td>
-                        <td>
-                          <time dateTime={isoTime(v.createdAt)}>{formatTime(v.createdAt)}</time>
-                        </td>
-                        <td>{v.publishedAt ? <time dateTime={isoTime(v.publishedAt)}>{formatTime(v.publishedAt)}</time> : "—"}</td>
+                        <VersionCells v={v} />
                       </tr>
                     ))}
                 </tbody>
