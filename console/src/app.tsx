@@ -2,7 +2,9 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, type ReactNode } from "react";
 import { useOrganization, usePermissions } from "./api/hooks";
 import { Link } from "./components/link";
+import { agentsPage, agentsTitle } from "./pages/agents-routes";
 import { authoringPage, authoringTitle } from "./pages/authoring-routes";
+import { decisionsPage, decisionsTitle } from "./pages/decisions-routes";
 import { OperatorPage } from "./pages/operator";
 import { OverviewPage } from "./pages/overview";
 import { ReviewPage } from "./pages/review";
@@ -48,7 +50,8 @@ function titleOf(path: string): string {
   if (path === "/sign-in") return "Sign in";
   if (path === "/sign-up") return "Sandbox sign-up";
   if (path === "/operator") return "Operator mode";
-  if (authoringTitle(path)) return authoringTitle(path)!;
+  const title = authoringTitle(path) ?? agentsTitle(path) ?? decisionsTitle(path);
+  if (title) return title;
   if (path.startsWith("/reviews/")) return "Review";
   if (path === "/reviews") return "Review queue";
   return "Organization";
@@ -60,7 +63,8 @@ function Page({ path }: { path: string }): ReactNode {
   if (path === "/operator") return <OperatorPage />;
   if (path === "/" || path === "") return <OverviewPage />;
   if (path === "/reviews") return <Gate permission="DECISION_READ"><ReviewsPage /></Gate>;
-  if (authoringPage(path)) return authoringPage(path);
+  const page = authoringPage(path) ?? agentsPage(path) ?? decisionsPage(path);
+  if (page) return page;
   const review = match("/reviews/:id", path);
   if (review) return <Gate permission="DECISION_READ"><ReviewPage decisionId={review.id!} /></Gate>;
   return (
@@ -116,6 +120,12 @@ function Header() {
               </li>
               <li><Link to="/governance">Governance</Link></li>
               <li><Link to="/policies">Policies</Link></li>
+              <li><Link to="/agents">Agents</Link></li>
+              {permissions.data?.has("DECISION_READ") && (
+                <li>
+                  <Link to="/decisions">Decisions</Link>
+                </li>
+              )}
               {permissions.data?.has("DECISION_READ") && (
                 <li>
                   <Link to="/reviews">Review queue</Link>
