@@ -3,7 +3,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity } from "../../src/client/index.js";
 import { startService, type TestService } from "../../test/support/service.js";
-import { launchChromium, openPage, screenshot, seriousViolations, type PageProblems } from "./browser.js";
+import { checkPage as checkRunPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut } from "./browser.js";
 
 /*
  * Issue 22, the Governance and Policies pages, in Debian's Chromium against a real service.
@@ -33,29 +33,8 @@ afterAll(async () => {
 const RUN = "authoring";
 const VIEWPORT = { width: 1280, height: 800 };
 
-/** Screenshot, then axe-core: no serious or critical violation. */
-async function checkPage(page: Page, name: string): Promise<void> {
-  await screenshot(page, RUN, name);
-  expect(await seriousViolations(page), `${name}: axe-core found serious or critical violations`).toEqual([]);
-}
-
-/** No script error, warning or CSP violation; HTTP refusals only of the kinds the journey provoked. */
-function expectCleanConsole(problems: PageProblems, allowed: number[]): void {
-  expect(problems.errors, "console errors or warnings").toEqual([]);
-  for (const line of problems.httpStatuses) expect(allowed, line).toContain(Number(/status of (\d+)/.exec(line)![1]));
-}
-
-async function signIn(page: Page, apiKey: string): Promise<void> {
-  await page.goto("/console/sign-in");
-  await page.getByLabel("API key").fill(apiKey);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "Organization", exact: true }).waitFor();
-}
-
-async function signOut(page: Page): Promise<void> {
-  await page.getByRole("button", { name: "Sign out" }).click();
-  await page.getByRole("heading", { name: "Sign in" }).waitFor();
-}
+/** Screenshot and axe-core, into this file's folder. */
+const checkPage = (page: Page, name: string) => checkRunPage(page, RUN, name);
 
 /** Drops a file on the upload form's drop zone, as a user dragging it from their desktop would. */
 async function dropFile(page: Page, name: string, text: string): Promise<void> {
@@ -69,8 +48,6 @@ async function dropFile(page: Page, name: string, text: string): Promise<void> {
   );
   await page.getByTestId("drop-zone").dispatchEvent("drop", { dataTransfer });
 }
-
-const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name }).click();
 
 describe("the console's governance and policies pages", () => {
   it("upload → generate → picture → four-eyes publish; author a policy → four-eyes publish → dry run → replay", async () => {
@@ -94,7 +71,7 @@ describe("the console's governance and policies pages", () => {
       await signIn(page, org.apiKey);
 
       // --- Governance: three documents -------------------------------------------------------
-      await nav(page, "Governance");
+      await navTo(page, "Governance");
       await page.getByRole("heading", { name: "Governance", level: 1 }).waitFor();
       await page.getByText("No document uploaded yet.").waitFor();
       await checkPage(page, "01-governance-empty");
@@ -192,7 +169,7 @@ describe("the console's governance and policies pages", () => {
 
       // --- Policies: author, four eyes, publish -----------------------------------------------
       await signIn(page, org.apiKey);
-      await nav(page, "Policies");
+      await navTo(page, "Policies");
       await page.getByRole("heading", { name: "Policies", level: 1 }).waitFor();
       await page.locator('[data-policy="starter"]').waitFor();
       await checkPage(page, "07-policies");

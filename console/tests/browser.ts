@@ -3,6 +3,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
+import { expect } from "vitest";
 
 /** Debian's Chromium (scripts/setup.sh installs it); playwright-core never downloads one. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -84,4 +85,52 @@ export async function tabTo(page: Page, target: Locator, max = 40): Promise<void
     if (await target.evaluate((el) => el === document.activeElement)) return;
   }
   throw new Error(`${target} is not reached by ${max} presses of Tab`);
+}
+
+/** Screenshot, then axe-core: no serious or critical violation on any page. */
+export async function checkPage(page: Page, run: string, name: string): Promise<void> {
+  await screenshot(page, run, name);
+  expect(await seriousViolations(page), `${name}: axe-core found serious or critical violations`).toEqual([]);
+}
+
+/** No script error, warning or CSP violation; HTTP refusals only of the kinds the journey provoked. */
+export function expectCleanConsole(problems: PageProblems, allowedStatuses: number[]): void {
+  expect(problems.errors, "console errors or warnings").toEqual([]);
+  for (const line of problems.httpStatuses) expect(allowedStatuses, line).toContain(Number(/status of (\d+)/.exec(line)![1]));
+}
+
+/** Signs in with `apiKey` from the sign-in page; resolves on the organization page. */
+export async function signIn(page: Page, apiKey: string): Promise<void> {
+  await page.goto("/console/sign-in");
+  await page.getByLabel("API key").fill(apiKey);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Organization", exact: true }).waitFor();
+}
+
+export async function signOut(page: Page): Promise<void> {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in" }).waitFor();
+}
+
+/** Follows a link of the main navigation, as a user would (no page load). */
+export function navTo(page: Page, name: string): Promise<void> {
+  return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name }).click();
+}
+
+/**
+ * Sandbox sign-up from the sign-up page: the key is shown once; it is read from the page and
+ * copied with its button (the context must grant clipboard-read and clipboard-write).
+ */
+export async function signUpSandbox(page: Page, email: string): Promise<{ apiKey: string; organizationId: string }> {
+  await page.getByLabel("Email").fill(email);
+  await page.getByRole("button", { name: "Create sandbox" }).click();
+  const keyBox = page.getByLabel("API key");
+  await keyBox.waitFor();
+  const apiKey = await keyBox.inputValue();
+  expect(apiKey).toMatch(/^mk_/);
+  const organizationId = (await page.getByTestId("organization-id").textContent())!;
+  await page.getByRole("button", { name: "Copy" }).click();
+  await page.getByText("Copied to the clipboard.").waitFor();
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(apiKey);
+  return { apiKey, organizationId };
 }

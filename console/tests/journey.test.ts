@@ -3,7 +3,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "../../src/client/index.js";
 import { startService, type TestService } from "../../test/support/service.js";
-import { launchChromium, openPage, screenshot, seriousViolations, tabTo, type PageProblems } from "./browser.js";
+import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signUpSandbox, tabTo } from "./browser.js";
 
 /*
  * Issue 22, the console's first journeys, in Debian's Chromium against a real service: sandbox
@@ -29,22 +29,6 @@ afterAll(async () => {
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
-
-/** Screenshot, then axe-core: no serious or critical violation on any page. */
-async function checkPage(page: Page, run: string, name: string): Promise<void> {
-  await screenshot(page, run, name);
-  const violations = await seriousViolations(page);
-  expect(violations, `${name}: axe-core found serious or critical violations`).toEqual([]);
-}
-
-/** No script error, warning or CSP violation; HTTP refusals only of the kinds the journey provoked. */
-function expectCleanConsole(problems: PageProblems, allowedStatuses: number[]): void {
-  expect(problems.errors, "console errors or warnings").toEqual([]);
-  for (const line of problems.httpStatuses) {
-    const status = Number(/status of (\d+)/.exec(line)![1]);
-    expect(allowedStatuses, line).toContain(status);
-  }
-}
 
 /**
  * Publishes, through the API, what makes vendor payments need a human: a rules policy deferring
@@ -112,16 +96,7 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await refusal.waitFor();
     expect(await refusal.textContent()).toMatch(/validation_failed[\s\S]*email/);
     await checkPage(page, run, "03-sign-up-refused");
-    await page.getByLabel("Email").fill(`console-${randomUUID().slice(0, 8)}@example.com`);
-    await page.getByRole("button", { name: "Create sandbox" }).click();
-    const keyBox = page.getByLabel("API key");
-    await keyBox.waitFor();
-    const sandboxKey = await keyBox.inputValue();
-    expect(sandboxKey).toMatch(/^mk_/);
-    const organizationId = (await page.getByTestId("organization-id").textContent())!;
-    await page.getByRole("button", { name: "Copy" }).click();
-    await page.getByText("Copied to the clipboard.").waitFor();
-    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(sandboxKey);
+    const { apiKey: sandboxKey, organizationId } = await signUpSandbox(page, `console-${randomUUID().slice(0, 8)}@example.com`);
     await checkPage(page, run, "04-sign-up-key");
     // The key never reaches a URL; it is in this tab's session storage.
     expect(page.url()).not.toContain(sandboxKey);
@@ -138,7 +113,7 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     const { agent, agentName, principalName, reviewer } = await setUpReviews(svc.baseUrl, sandboxKey);
 
     // The queue, empty, then live: the Intent appears without a reload.
-    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Review queue" }).click();
+    await navTo(page, "Review queue");
     await page.getByRole("heading", { name: "Review queue" }).waitFor();
     await page.getByText("No decision is waiting for a human review.").waitFor();
     // The sandbox key holds EVENTS_READ: the queue follows the event stream.
@@ -193,7 +168,7 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     expect(held.sort()).toEqual(["DECISION_READ", "REVIEWER"]);
     await checkPage(page, run, "10-organization-reviewer");
     // Without EVENTS_READ the queue polls; the first approval shows who gave it.
-    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Review queue" }).click();
+    await navTo(page, "Review queue");
     await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("refreshed every");
     const pending = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
     await expect.poll(() => pending.textContent()).toContain(`1 of 2 approvals, first by ${firstApprover}`);
