@@ -1,5 +1,5 @@
 import { useId, useState, type FormEvent } from "react";
-import { DecisionStatus, Outcome, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
+import { DecisionStatus, Outcome, ReviewResolution, type Decision, type Resolution } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { useCan, useDecision, useReviewDecision } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
@@ -70,30 +70,13 @@ function DecisionView({ decision: d }: { decision: Decision }) {
         </section>
       )}
       {resolved && d.resolution ? (
-        <section className="card resolution" aria-label="Resolution" data-testid="resolution">
-          <h2 className="h3">Resolution</h2>
-          <dl className="facts">
-            <dt>Resolution</dt>
-            <dd data-testid="resolution-value">{d.resolution.resolution === ReviewResolution.APPROVED ? "approved" : "rejected"}</dd>
-            <dt>Resolved by</dt>
-            <dd>
-              <code data-testid="resolved-by">{d.resolution.resolvedBy}</code>
-            </dd>
-            <dt>Resolved at</dt>
-            <dd>
-              <time dateTime={isoTime(d.resolution.resolvedAt)}>{formatTime(d.resolution.resolvedAt)}</time>
-            </dd>
-            <dt>Note</dt>
-            <dd>{d.resolution.reason}</dd>
-            {d.approvals.length > 1 && (
-              <>
-                <dt>Approvals</dt>
-                <dd>{d.approvals.map((a) => a.resolvedBy).join(", ")}</dd>
-              </>
-            )}
-          </dl>
-          <p className="muted small">The outcome keeps reading HUMAN_REVIEW: a resolution never rewrites it.</p>
-        </section>
+        <>
+          <ResolutionCard decision={d} resolution={d.resolution} />
+          <p className="card">
+            <Link to={`/decisions/${encodeURIComponent(d.decisionId)}`}>Decision and evidence record</Link>
+            <span className="muted"> · its signed evidence, checked in your browser</span>
+          </p>
+        </>
       ) : d.status === DecisionStatus.PENDING ? (
         <ReviewForm decision={d} />
       ) : (
@@ -106,6 +89,36 @@ function DecisionView({ decision: d }: { decision: Decision }) {
         </pre>
       </section>
     </>
+  );
+}
+
+/** How a resolved review ended: the resolution, who gave it and when, the note, and a dual review's approvals. */
+export function ResolutionCard({ decision: d, resolution }: { decision: Decision; resolution: Resolution }) {
+  return (
+    <section className="card resolution" aria-label="Resolution" data-testid="resolution">
+      <h2 className="h3">Resolution</h2>
+      <dl className="facts">
+        <dt>Resolution</dt>
+        <dd data-testid="resolution-value">{resolution.resolution === ReviewResolution.APPROVED ? "approved" : "rejected"}</dd>
+        <dt>Resolved by</dt>
+        <dd>
+          <code data-testid="resolved-by">{resolution.resolvedBy}</code>
+        </dd>
+        <dt>Resolved at</dt>
+        <dd>
+          <time dateTime={isoTime(resolution.resolvedAt)}>{formatTime(resolution.resolvedAt)}</time>
+        </dd>
+        <dt>Note</dt>
+        <dd>{resolution.reason}</dd>
+        {d.approvals.length > 1 && (
+          <>
+            <dt>Approvals</dt>
+            <dd>{d.approvals.map((a) => a.resolvedBy).join(", ")}</dd>
+          </>
+        )}
+      </dl>
+      <p className="muted small">The outcome keeps reading HUMAN_REVIEW: a resolution never rewrites it.</p>
+    </section>
   );
 }
 

@@ -1,0 +1,109 @@
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
+import canonicalize from "canonicalize";
+import type { EvidenceRecord } from "../../src/gen/mandate/v1/evidence_pb.js";
+
+/*
+ * The check `mandate evidence verify` makes of one record (src/evidence/verify.ts), done in the
+ * browser with WebCrypto so that nothing the service says about a record is taken on trust:
+ * the record's eight covered members are put back in the form they were sealed in (the /v1
+ * names and values, docs/architecture.md "The evidence chain"), their RFC 8785 canonical JSON is
+ * hashed with SHA-256 and must give the record's `digest`, and the Ed25519 signature by key
+ * `kid` of the service's JWKS must verify over the UTF-8 bytes of that hex digest.
+ */
+
+/** The members a record's digest covers, in the form they were sealed in (src/evidence/record.ts). */
+export interface SealedMembers {
+  evidence_id: string;
+  organization_id: string;
+  seq: number;
+  prev_digest: JsonValue;
+  kind: string;
+  subject_id: string;
+  payload: JsonObject;
+  created_at: string;
+}
+
+/** The outcome of checking one record: verified, or why not. */
+export type SignatureCheck =
+  | { ok: true; digest: string; kid: string; canonical: string }
+  | { ok: false; reason: string; canonical?: string };
+
+/** A published JWKS (`/.well-known/jwks.json`); nothing in it is assumed well-formed. */
+export interface KeySet {
+  keys: unknown[];
+}
+
+/** A record's prev_digest as JSON: the previous record's digest, or null at seq 1. */
+export function prevDigestOf(r: EvidenceRecord): JsonValue {
+  return r.prevDigest ? toJson(ValueSchema, r.prevDigest) : null;
+}
+
+/** The covered members of `r` as the service sealed them: seq a number, created_at ISO 8601 with milliseconds. */
+export function sealedMembers(r: EvidenceRecord): SealedMembers {
+  if (r.seq > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`seq ${r.seq} is not a chain position`);
+  if (!r.createdAt) throw new Error("the record has no created_at");
+  return {
+    evidence_id: r.evidenceId,
+    organization_id: r.organizationId,
+    seq: Number(r.seq),
+    prev_digest: prevDigestOf(r),
+    kind: r.kind,
+    subject_id: r.subjectId,
+    payload: r.payload ?? {},
+    created_at: timestampDate(r.createdAt).toISOString(),
+  };
+}
+
+/** Lower-case hex SHA-256 of `text`'s UTF-8 bytes, the digest format of evidence. */
+async function sha256Hex(text: string): Promise<string> {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+  return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The bytes of unpadded base64url `text`, or null when it is not that. */
+function base64UrlBytes(text: string): Uint8Array<ArrayBuffer> | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
+  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (text.length % 4)) % 4));
+  return Uint8Array.from(binary, (c) => c.charCodeAt(0));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Recomputes `record`'s digest and verifies its signature against `jwks` (the service's
+ * published keys, fetched separately from the record). Never throws: every failure is a reason.
+ */
+export async function checkEvidenceSignature(record: EvidenceRecord, jwks: KeySet): Promise<SignatureCheck> {
+  let canonical: string;
+  try {
+    const text = canonicalize(sealedMembers(record));
+    if (text === undefined) return { ok: false, reason: "the record has no canonical JSON form" };
+    canonical = text;
+  } catch (error) {
+    return { ok: false, reason: `the record cannot be put in canonical form: ${(error as Error).message}` };
+  }
+  const digest = await sha256Hex(canonical);
+  if (digest !== record.digest) {
+    return { ok: false, canonical, reason: `the record's content hashes to ${digest}, not to the signed digest ${record.digest || "(none)"}` };
+  }
+  const jwk = jwks.keys.find((k) => isObject(k) && k.kid === record.kid);
+  if (!isObject(jwk)) return { ok: false, canonical, reason: `it names key ${record.kid || "(none)"}, which the service's JWKS does not hold` };
+  if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string") {
+    return { ok: false, canonical, reason: `key ${record.kid} of the JWKS is not an Ed25519 public key` };
+  }
+  const signature = base64UrlBytes(record.signature);
+  if (signature === null || signature.length !== 64) return { ok: false, canonical, reason: "the signature is not 64 bytes of base64url" };
+  let key: CryptoKey;
+  try {
+    // Only the key members: the JWK's alg and use ("EdDSA", "sig") say nothing WebCrypto needs.
+    key = await crypto.subtle.importKey("jwk", { kty: "OKP", crv: "Ed25519", x: jwk.x }, { name: "Ed25519" }, false, ["verify"]);
+  } catch (error) {
+    return { ok: false, canonical, reason: `key ${record.kid} cannot be imported (${(error as Error).message})` };
+  }
+  const valid = await crypto.subtle.verify({ name: "Ed25519" }, key, signature, new TextEncoder().encode(record.digest));
+  if (!valid) return { ok: false, canonical, reason: `the signature is not key ${record.kid}'s signature of the digest` };
+  return { ok: true, digest, kid: record.kid, canonical };
+}

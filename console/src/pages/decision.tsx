@@ -1,0 +1,249 @@
+import { useId } from "react";
+import { CapabilityState, type Capability } from "../../../src/gen/mandate/v1/capabilities_pb.js";
+import { DecisionStatus, Outcome, ReconciliationStatus, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
+import type { EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
+import { SCAN_PAGES, useCapability, useCapabilityTrail, useEvidenceRecord } from "../api/decisions";
+import { useCan, useDecision } from "../api/hooks";
+import { ApiError, Loading } from "../components/api-error";
+import { DecisionFacts } from "../components/decision-facts";
+import { EvidenceRecordView, evidencePath } from "../components/evidence-record";
+import { Link } from "../components/link";
+import { formatTime, isoTime } from "../format";
+import { ResolutionCard } from "./review";
+import { statusText } from "./decisions";
+import "../authoring.css";
+import "../decisions.css";
+
+/** A capability state's wire name (capabilities.proto). */
+const CAPABILITY_STATE: Record<CapabilityState, string> = {
+  [CapabilityState.UNSPECIFIED]: "unknown",
+  [CapabilityState.ISSUED]: "issued",
+  [CapabilityState.CONSUMED]: "consumed",
+  [CapabilityState.EXPIRED]: "expired",
+};
+
+/** Whether a decision may carry a capability: an ALLOW, or a review resolved approved. */
+function mayHaveCapability(d: Decision): boolean {
+  if (d.outcome === Outcome.ALLOW) return true;
+  return d.outcome === Outcome.HUMAN_REVIEW && d.status === DecisionStatus.RESOLVED && d.resolution?.resolution === ReviewResolution.APPROVED;
+}
+
+/** /decisions/:id: the decision, its signed evidence record checked in the browser, its capability and reconciliation. */
+export function DecisionPage({ decisionId }: { decisionId: string }) {
+  const id = useId();
+  const decision = useDecision(decisionId);
+  return (
+    <main aria-labelledby={`${id}-h`}>
+      <p>
+        <Link to="/decisions">← Decisions</Link>
+      </p>
+      <h1 id={`${id}-h`}>
+        Decision <code>{decisionId}</code>
+      </h1>
+      {decision.isPending ? (
+        <Loading what="the decision" />
+      ) : decision.error ? (
+        <ApiError error={decision.error} title="The decision could not be read" />
+      ) : (
+        <DecisionDetail decision={decision.data} />
+      )}
+    </main>
+  );
+}
+
+function DecisionDetail({ decision: d }: { decision: Decision }) {
+  const id = useId();
+  const canReadEvidence = useCan("EVIDENCE_READ");
+  const evidence = useEvidenceRecord(d.evidenceId, canReadEvidence);
+  return (
+    <>
+      <section className="card" aria-labelledby={`${id}-d`}>
+        <h2 id={`${id}-d`} className="h3">
+          Outcome
+        </h2>
+        <p>
+          <span className={`outcome outcome-${Outcome[d.outcome]}`} data-testid="outcome">
+            {Outcome[d.outcome]}
+          </span>{" "}
+          <span className="muted">status</span> <strong data-testid="status">{statusText(d.outcome, d.status)}</strong>
+          {d.outcome === Outcome.HUMAN_REVIEW && d.status === DecisionStatus.PENDING && (
+            <>
+              {" · "}
+              <Link to={`/reviews/${encodeURIComponent(d.decisionId)}`}>Review it</Link>
+            </>
+          )}
+        </p>
+        <DecisionFacts decision={d} />
+        {d.bundleDigest && (
+          <p className="muted small">
+            Policy bundle <code>{d.bundleDigest}</code>
+          </p>
+        )}
+      </section>
+      {d.resolution && <ResolutionCard decision={d} resolution={d.resolution} />}
+      <section className="card" aria-labelledby={`${id}-i`}>
+        <h2 id={`${id}-i`} className="h3">
+          Intent
+        </h2>
+        <pre className="intent" tabIndex={0} aria-label="The Intent as submitted">
+          {JSON.stringify(d.intent ?? {}, null, 2)}
+        </pre>
+      </section>
+      {!canReadEvidence ? (
+        <p className="card muted">This key lacks EVIDENCE_READ: it cannot read the decision&apos;s evidence record or look up its capability.</p>
+      ) : evidence.isPending ? (
+        <Loading what="the evidence record" />
+      ) : evidence.error ? (
+        <ApiError error={evidence.error} title="The evidence record could not be read" />
+      ) : (
+        <>
+          <EvidenceRecordView record={evidence.data} />
+          <CapabilityCard decision={d} record={evidence.data} />
+        </>
+      )}
+      <ReconciliationCard decision={d} />
+    </>
+  );
+}
+
+/**
+ * The decision's single capability, found in the evidence chain after the decision's record; its
+ * state from GetCapability for keys holding CAPABILITY_ISSUE, else as the chain tells it.
+ */
+function CapabilityCard({ decision: d, record }: { decision: Decision; record: EvidenceRecord }) {
+  const id = useId();
+  const possible = mayHaveCapability(d);
+  const trail = useCapabilityTrail(d.decisionId, record.seq, possible);
+  const canRead = useCan("CAPABILITY_ISSUE");
+  const capabilityId = trail.data?.issued?.subjectId;
+  const capability = useCapability(capabilityId, canRead);
+  let body;
+  if (!possible) {
+    body = <p className="empty">None: {d.outcome === Outcome.HUMAN_REVIEW ? "only a review resolved approved" : "only an ALLOW decision"} may carry a capability.</p>;
+  } else if (trail.isPending) {
+    body = <Loading what="the capability" />;
+  } else if (trail.error) {
+    body = <ApiError error={trail.error} title="The evidence chain could not be read" />;
+  } else if (!trail.data.issued) {
+    body = (
+      <p className="empty" data-testid="capability-state">
+        {trail.data.complete ? "None issued yet." : `None issued in the ${SCAN_PAGES * 1000} records after the decision.`}
+      </p>
+    );
+  } else if (canRead && capability.error) {
+    body = <ApiError error={capability.error} title="The capability could not be read" />;
+  } else if (canRead && !capability.data) {
+    body = <Loading what="the capability" />;
+  } else {
+    body = <CapabilityFacts capability={capability.data} issued={trail.data.issued} consumed={trail.data.consumed} />;
+  }
+  return (
+    <section className="card" aria-labelledby={`${id}-c`} data-testid="capability">
+      <h2 id={`${id}-c`} className="h3">
+        Capability
+      </h2>
+      {body}
+    </section>
+  );
+}
+
+function CapabilityFacts({ capability: c, issued, consumed }: { capability: Capability | undefined; issued: EvidenceRecord; consumed: EvidenceRecord | null }) {
+  const p = issued.payload ?? {};
+  const expires = typeof p.expires_at === "string" ? p.expires_at : "";
+  // Without GetCapability (no CAPABILITY_ISSUE) the chain's records tell the state.
+  const state = c ? CAPABILITY_STATE[c.state] : consumed ? "consumed" : expires && Date.parse(expires) <= Date.now() ? "expired" : "issued";
+  return (
+    <>
+      <dl className="facts">
+        <dt>State</dt>
+        <dd>
+          <strong data-testid="capability-state">{state}</strong>
+          {!c && <span className="muted"> (from the evidence chain: this key lacks CAPABILITY_ISSUE)</span>}
+        </dd>
+        <dt>Capability</dt>
+        <dd>
+          <code>{issued.subjectId}</code>
+        </dd>
+        <dt>Audience</dt>
+        <dd>
+          <code>{c?.audience ?? String(p.audience ?? "")}</code>
+        </dd>
+        <dt>Issued by</dt>
+        <dd>{c?.issuedBy ?? String(p.issued_by ?? "")}</dd>
+        <dt>Issued</dt>
+        <dd>
+          <Link to={evidencePath(issued.evidenceId)}>
+            <time dateTime={isoTime(issued.createdAt)}>{formatTime(issued.createdAt)}</time>
+          </Link>
+        </dd>
+        <dt>Expires</dt>
+        <dd>{c?.expiresAt ? <time dateTime={isoTime(c.expiresAt)}>{formatTime(c.expiresAt)}</time> : expires}</dd>
+        {c && c.ttlSeconds > 0 && (
+          <>
+            <dt>Lifetime</dt>
+            <dd>{c.ttlSeconds} s</dd>
+          </>
+        )}
+        {c?.resource && (
+          <>
+            <dt>Resource</dt>
+            <dd>
+              <code>{c.resource}</code>
+            </dd>
+          </>
+        )}
+        {consumed ? (
+          <>
+            <dt>Consumed</dt>
+            <dd>
+              <Link to={evidencePath(consumed.evidenceId)}>
+                <time dateTime={isoTime(consumed.createdAt)}>{formatTime(consumed.createdAt)}</time>
+              </Link>
+              {typeof consumed.payload?.by === "string" && <span className="muted"> by {consumed.payload.by}</span>}
+            </dd>
+          </>
+        ) : (
+          c?.consumedAt && (
+            <>
+              <dt>Consumed</dt>
+              <dd>
+                <time dateTime={isoTime(c.consumedAt)}>{formatTime(c.consumedAt)}</time>
+              </dd>
+            </>
+          )
+        )}
+      </dl>
+    </>
+  );
+}
+
+/** Early access: how the execution receipts matched what was authorized, once computed. */
+function ReconciliationCard({ decision: d }: { decision: Decision }) {
+  const id = useId();
+  const r = d.reconciliation;
+  return (
+    <section className="card" aria-labelledby={`${id}-r`} data-testid="reconciliation">
+      <h2 id={`${id}-r`} className="h3">
+        Reconciliation <span className="muted small">(early access)</span>
+      </h2>
+      {!r ? (
+        <p className="empty">Not reconciled: no execution receipt has been reconciled against this decision.</p>
+      ) : (
+        <dl className="facts">
+          <dt>Status</dt>
+          <dd>
+            <strong>{ReconciliationStatus[r.status]}</strong>
+          </dd>
+          <dt>Receipt</dt>
+          <dd>{r.receiptId ? <code>{r.receiptId}</code> : "—"}</dd>
+          <dt>Reported by</dt>
+          <dd>{r.reportedBy || "—"}</dd>
+          <dt>Reconciled</dt>
+          <dd>
+            <time dateTime={isoTime(r.reconciledAt)}>{formatTime(r.reconciledAt)}</time>
+          </dd>
+        </dl>
+      )}
+    </section>
+  );
+}
