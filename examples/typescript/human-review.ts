@@ -7,7 +7,7 @@
  * The last line printed is a JSON summary (test/e2e/human-review-examples.test.ts reads it).
  */
 import { randomUUID } from "node:crypto";
-import { AgentKey, agentIdentity, boundConstraints, MandateClient, PermissionDeniedError, ConflictError } from "mandate/client";
+import { AgentKey, agentIdentity, boundConstraints, MandateClient, PermissionDeniedError, ConflictError } from "@mandate/client";
 
 const BASE_URL = process.env.MANDATE_BASE_URL ?? "http://127.0.0.1:8080";
 

@@ -18,7 +18,8 @@ import { mkdtemp } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { AgentKey, agentIdentity, boundConstraints, MandateClient } from "mandate/client";
+import { agentIdentity, boundConstraints, MandateClient } from "@mandate/client";
+import { loadOrCreateKey } from "@mandate/client/node";
 
 const BASE_URL = process.env.MANDATE_BASE_URL ?? "http://127.0.0.1:8080";
 
@@ -63,7 +64,7 @@ async function main(): Promise<void> {
   //    public key is uploaded. Registering the same key again is the same agent.
   const principal = await admin.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: "pat" });
   const keyFile = path.join(await mkdtemp(path.join(os.tmpdir(), "mandate-onboarding-")), "payables-bot.pem");
-  const key = await AgentKey.loadOrCreate(keyFile);
+  const key = await loadOrCreateKey(keyFile);
   const agent = await admin.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key, owner: "finance-ops", environment: "sandbox" });
   const again = await admin.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key });
   if (again.agent_id !== agent.agent_id) throw new Error("registration is idempotent per key");

@@ -2,7 +2,7 @@
 // webhook-id (delivery is at least once), logs the event and acknowledges with a 2xx.
 //   MANDATE_WEBHOOK_SECRET=whsec_… PORT=8000 npx tsx examples/typescript/webhook-receiver.ts
 import http from "node:http";
-import { verifyWebhook, WebhookVerificationError } from "mandate/client";
+import { verifyWebhook, WebhookVerificationError } from "@mandate/client";
 
 const secret = process.env.MANDATE_WEBHOOK_SECRET!; // from POST /v1alpha/webhooks (shown once)
 const seen = new Set<string>(); // a real receiver keeps these in its database

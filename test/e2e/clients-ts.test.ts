@@ -26,14 +26,15 @@ import {
   type AgentIdentity,
   type EventEnvelope,
   type MandateClientOptions,
-} from "mandate/client";
+} from "@mandate/client";
+import { loadKey, loadOrCreateKey, saveKey } from "@mandate/client/node";
 import { Webhook } from "standardwebhooks";
 import { freePort } from "../support/global-setup.js";
 import { startService, uniqueEmail, type TestService } from "../support/service.js";
 import { deferred, waitFor, within } from "../support/wait.js";
 
 /*
- * Issue 8: the TypeScript client (`mandate/client`) against a live service,
+ * Issue 8: the TypeScript client (`@mandate/client`) against a live service,
  * the same scenario suite as the Python client's (clients/python/tests):
  * sandbox → register twice → activate → ALLOW → capability → verify → replay;
  * HUMAN_REVIEW → poll while a reviewer approves → from-review capability; a
@@ -88,7 +89,7 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
 
     // The key is generated locally and kept in a 0600 file; only the public key is uploaded.
     const keyFile = path.join(dir, "scenario.pem");
-    const key = await AgentKey.loadOrCreate(keyFile);
+    const key = await loadOrCreateKey(keyFile);
     expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
     const first = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key, environment: "sandbox" });
     expect(first.state).toBe("registered");
@@ -96,7 +97,7 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
     expect(first.environment).toBe("sandbox");
 
     // Registering again with the same private key (read back from its file) is the same identity.
-    const again = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key: await AgentKey.loadOrCreate(keyFile) });
+    const again = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key: await loadOrCreateKey(keyFile) });
     expect(again.agent_id).toBe(first.agent_id);
     expect(again.certificate_id).toBe(first.certificate_id);
 
@@ -340,15 +341,17 @@ describe("keys", () => {
   it("are standard PKCS#8 PEM files, owner-only, never overwritten by accident", async () => {
     const file = path.join(dir, "key.pem");
     const key = await AgentKey.generate();
-    await key.save(file);
+    await saveKey(key, file);
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    await expect(key.save(file)).rejects.toMatchObject({ code: "EEXIST" });
+    await expect(saveKey(key, file)).rejects.toMatchObject({ code: "EEXIST" });
     const pem = await readFile(file, "utf8");
     // OpenSSL (via node:crypto) reads it and derives the same public key.
     const raw = Buffer.from(createPublicKey(createPrivateKey(pem)).export({ format: "jwk" }).x!, "base64url");
     expect(key.publicKey).toBe(`ed25519:base64:${raw.toString("base64")}`);
-    expect((await AgentKey.load(file)).publicKey).toBe(key.publicKey);
-    expect(await (await AgentKey.load(file)).sign("hello")).toBe(await key.sign("hello"));
+    expect((await loadKey(file)).publicKey).toBe(key.publicKey);
+    expect(await (await loadKey(file)).sign("hello")).toBe(await key.sign("hello"));
+    expect((await AgentKey.fromPem(pem)).publicKey).toBe(key.publicKey);
+    await expect(AgentKey.fromPem("-----BEGIN PRIVATE KEY-----\n%%%\n-----END PRIVATE KEY-----\n")).rejects.toThrow("not base64");
   });
 });
 

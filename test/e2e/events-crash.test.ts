@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { verifyWebhook, type EventEnvelope } from "mandate/client";
+import { verifyWebhook, type EventEnvelope } from "@mandate/client";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { intentDoc, newAgent, newOrgFixture, signBody, submitIntent, type Result, type TestAgent, type Transport } from "../support/agents.js";

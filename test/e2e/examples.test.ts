@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { AgentKey, agentIdentity, MandateClient } from "mandate/client";
+import { AgentKey, agentIdentity, MandateClient } from "@mandate/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../support/process.js";
 import { startService, type TestService } from "../support/service.js";

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { ApiError, errorFromResponse, MandateError, ResolutionTimeoutError, ServerError, TransportError } from "./errors.js";
 import { SseParser } from "./events.js";
 import type { AgentKey } from "./keys.js";
@@ -221,7 +220,7 @@ export class MandateClient {
 
   /** An agent-signed liveness signal (accepted while the agent is active). */
   async heartbeat(agent: AgentIdentity): Promise<Heartbeat> {
-    const bytes = new TextEncoder().encode(JSON.stringify({ agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: randomUUID() }));
+    const bytes = new TextEncoder().encode(JSON.stringify({ agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: globalThis.crypto.randomUUID() }));
     const headers = await this.bodySignature(agent, bytes);
     return this.request("POST", `/v1/agents/${seg(agent.agentId)}/heartbeat`, { body: bytes, credentials: { kind: "agent", headers: async () => headers } });
   }
@@ -241,7 +240,7 @@ export class MandateClient {
     const doc: Record<string, unknown> = { agent_id: agent.agentId };
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) doc[k] = v;
     doc.requested_at = requestedAt === undefined ? new Date().toISOString() : typeof requestedAt === "string" ? requestedAt : requestedAt.toISOString();
-    doc.nonce = nonce ?? randomUUID();
+    doc.nonce = nonce ?? globalThis.crypto.randomUUID();
     // Serialised and signed once: every retry sends these exact bytes.
     const bytes = new TextEncoder().encode(JSON.stringify(doc));
     const headers = await this.bodySignature(agent, bytes);

@@ -1,5 +1,6 @@
 /**
- * Mandate's TypeScript client (`import { MandateClient, AgentKey } from "mandate/client"`):
+ * Mandate's TypeScript client (`import { MandateClient, AgentKey } from "@mandate/client"`),
+ * browser-safe (fetch, WebCrypto, noble's Ed25519; key files are in `@mandate/client/node`):
  * local Ed25519 keys, signed Intents, decisions and reviews, Capabilities, lifecycle,
  * retries with capped exponential backoff and typed errors; events (early access): the
  * resumable stream (`watchEvents`), webhook subscriptions and `verifyWebhook` for receivers.
