@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentKey, MandateClient, agentIdentity } from "../../src/client/index.js";
+import { AgentKey, MandateClient, agentIdentity } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
 import { checkPage as checkRunPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut } from "./browser.js";
 

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "../../src/client/index.js";
+import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
 import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signUpSandbox, tabTo } from "./browser.js";
 
