@@ -59,12 +59,19 @@ export function useRegisterAgent() {
   return useMutation(M.registerAgent, { onSuccess: changed });
 }
 
-/** One lifecycle call; 409 invalid_transition when the agent's state no longer allows it (the agent is then read again). */
-export function useTransitionAgent(method: TransitionMethod) {
+/**
+ * One lifecycle call; 409 invalid_transition when the agent's state no longer allows it (the
+ * agent is then read again). `onDone` is told here, not by `mutate`: the button that called is
+ * gone once the agent's new state renders, and `mutate`'s callbacks die with it.
+ */
+export function useTransitionAgent(method: TransitionMethod, onDone: (agent: Agent) => void) {
   const changed = useAgentChanged();
   const queryClient = useQueryClient();
   return useMutation(method, {
-    onSuccess: changed,
+    onSuccess: (agent) => {
+      onDone(agent);
+      return changed(agent);
+    },
     onError: () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: M.getAgent, cardinality: undefined }) }),
   });
 }

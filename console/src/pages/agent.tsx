@@ -207,9 +207,9 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
 
 function TransitionButton({ agent: a, transition: t, reason, onDone }: { agent: Agent; transition: Transition; reason: string; onDone: (a: Agent) => void }) {
   const id = useId();
-  const mutation = useTransitionAgent(t.method);
+  const mutation = useTransitionAgent(t.method, onDone);
   const dialog = useRef<HTMLDialogElement>(null);
-  const run = () => mutation.mutate({ agentId: a.agentId, reason }, { onSuccess: onDone });
+  const run = () => mutation.mutate({ agentId: a.agentId, reason });
   return (
     <>
       <button type="button" className={t.confirm ? "danger" : undefined} disabled={mutation.isPending} onClick={() => (t.confirm ? dialog.current?.showModal() : run())}>
