@@ -1,0 +1,357 @@
+// `npm run bench:peers` (scripts/bench-peers.sh installs the tools, then runs this): Mandate
+// beside the engines users would otherwise deploy (issue 24). One policy, expressed natively in
+// each system (bench/peers/policy.ts); each system runs alone in turn: Mandate over /v1, Mandate
+// over gRPC, `opa run --server`, the Cerbos PDP. For each:
+//   1. every prepared case is asked once and must get the oracle's answer, or the bench stops;
+//   2. saturation: an external load generator, 1 thread and 32 connections (wrk for HTTP/1.1
+//      JSON; for gRPC, ghz with 32 concurrent calls on one HTTP/2 connection), for
+//      PEERS_DURATION after PEERS_WARMUP; the service's CPU (its process tree) and Postgres's
+//      (the postmaster's tree) are read from /proc before and after;
+//   3. latency at one fixed offered rate common to all systems (PEERS_RATE, by default half of
+//      Mandate /v1's saturation throughput), from the bench's open-loop generator (support.ts
+//      openLoop: latency counted from when each request was due, so a stall is not hidden);
+//   4. peak RSS (VmHWM) of the service process.
+// Prints a table and the ratios Mandate/OPA and Mandate/Cerbos, and writes both as JSON and
+// markdown to bench/results/peers-<time>.{json,md} and peers-latest.{json,md}.
+//   PEERS_DURATION=10s PEERS_WARMUP=2s PEERS_RATE=<per second> PEERS_SYSTEMS=mandate-v1,mandate-grpc,opa,cerbos
+import { execFile } from "node:child_process";
+import { randomUUID, sign } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { Outcome } from "../../src/gen/mandate/v1/decisions_pb.js";
+import {
+  calibrate,
+  fmt,
+  HttpClient,
+  machineLine,
+  openLoop,
+  protoBytesField,
+  protoVarintField,
+  RawGrpcClient,
+  repoRoot,
+  spawnMandate,
+  startBenchPostgres,
+  type BenchAgent,
+  type Operation,
+} from "../support.js";
+import { actingPrincipals, CERBOS_PATH, cerbosAllowed, cerbosBody, expected, intentFields, OPA_PATH, opaBody, peerCases, type PeerCase } from "./policy.js";
+import { peakRssMiB, postmasterPid, setUpMandateOrg, startCerbos, startOpa, treeCpuSeconds, type PeerServer } from "./systems.js";
+
+const run = promisify(execFile);
+
+function seconds(name: string, fallback: string): number {
+  const value = process.env[name] ?? fallback;
+  const m = /^(\d+)s?$/.exec(value);
+  if (!m || Number(m[1]) < 1) throw new Error(`${name} must be a whole number of seconds, e.g. 10s (got "${value}")`);
+  return Number(m[1]);
+}
+
+const SYSTEMS = ["mandate-v1", "mandate-grpc", "opa", "cerbos"] as const;
+type SystemName = (typeof SYSTEMS)[number];
+const DURATION = seconds("PEERS_DURATION", "10s");
+const WARMUP = seconds("PEERS_WARMUP", "2s");
+const CONNECTIONS = 32;
+const ACTING = 32;
+/** Intents signed per second of a saturation run: more than Mandate can take, so none is sent twice. */
+const PRESIGN_RATE = Number(process.env.PEERS_PRESIGN_RATE ?? 8_000);
+const CERBOS_BIN = process.env.PEERS_CERBOS_BIN ?? path.join(repoRoot, ".tools/cerbos/cerbos");
+const GRPC_LOAD_BIN = process.env.PEERS_GRPC_LOAD_BIN ?? path.join(repoRoot, ".tools/bin/peers-grpc-load");
+const selected = (process.env.PEERS_SYSTEMS ?? SYSTEMS.join(",")).split(",").map((s) => s.trim());
+for (const s of selected) if (!(SYSTEMS as readonly string[]).includes(s)) throw new Error(`PEERS_SYSTEMS: unknown system "${s}" (known: ${SYSTEMS.join(", ")})`);
+let rate = process.env.PEERS_RATE === undefined ? undefined : Number(process.env.PEERS_RATE);
+if (rate !== undefined && !(rate > 0)) throw new Error(`PEERS_RATE must be a positive number of requests per second (got "${process.env.PEERS_RATE}")`);
+
+/** What one system measured. */
+interface SystemResult {
+  system: SystemName;
+  label: string;
+  generator: string;
+  saturation: { perSecond: number; decisions: number; failed: number; seconds: number; p50Ms: number; p99Ms: number };
+  atRate: { rate: number; p50Ms: number; p99Ms: number; maxMs: number; ok: number; failed: number; saturated: boolean };
+  cpuSecondsPer1000: { service: number; postgres: number | null };
+  peakRssMiB: number;
+  failures: string[];
+}
+
+const LABELS: Record<SystemName, string> = {
+  "mandate-v1": "Mandate POST /v1/intents (signature verified, evaluated, evidence signed and committed)",
+  "mandate-grpc": "Mandate gRPC SubmitIntent (the same path over h2c)",
+  opa: "opa run --server, bare evaluation",
+  cerbos: "Cerbos PDP, bare CheckResources (HTTP)",
+};
+
+const cases = peerCases(actingPrincipals(ACTING));
+const workDir = await mkdtemp(path.join(tmpdir(), "mandate-peers-"));
+
+/** Writes prepared requests for the wrk script and the gRPC driver: "key id \t signature \t body" per line. */
+async function writeBodies(name: string, lines: string[]): Promise<string> {
+  const file = path.join(workDir, name);
+  await writeFile(file, lines.join("\n") + "\n");
+  return file;
+}
+
+/** `count` fresh signed Intents for cases first, first + 1, … (round robin), each by the agent acting for its case's principal; sign right before use (±300 s window). */
+function signPeerIntents(agents: Map<string, BenchAgent>, count: number, first = 0): { bytes: Buffer; keyId: string; signature: string }[] {
+  const requestedAt = new Date().toISOString();
+  return Array.from({ length: count }, (_, i) => {
+    const c = cases[(first + i) % cases.length]!;
+    const agent = agents.get(c.principal)!;
+    const bytes = Buffer.from(JSON.stringify({ agent_id: agent.agentId, ...intentFields(c), requested_at: requestedAt, nonce: randomUUID() }));
+    return { bytes, keyId: agent.certificateId, signature: sign(null, bytes, agent.privateKey).toString("base64") };
+  });
+}
+
+/** Requests as lines of the body file: signed Intents carry their credentials, OPA and Cerbos bodies none. */
+const intentLines = (signed: ReturnType<typeof signPeerIntents>) => signed.map((s) => `${s.keyId}\t${s.signature}\t${s.bytes.toString("utf8")}`);
+const plainLines = (body: (c: PeerCase) => string, count: number) => Array.from({ length: count }, (_, i) => `\t\t${body(cases[i % cases.length]!)}`);
+
+interface LoadFigures {
+  decisions: number;
+  failed: number;
+  seconds: number;
+  p50Ms: number;
+  p99Ms: number;
+  failures: string[];
+}
+
+/** wrk, 1 thread, 32 connections, the bodies of `file` in turn (bench/peers/wrk-bodies.lua). */
+async function wrk(url: string, file: string, duration: number): Promise<LoadFigures> {
+  const { stdout } = await run("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${duration}s`, "--timeout", "20s", "-s", path.join(repoRoot, "bench/peers/wrk-bodies.lua"), url, "--", file], {
+    maxBuffer: 1 << 20,
+  });
+  const line = stdout.split("\n").find((l) => l.startsWith("PEERS_WRK "));
+  if (!line) throw new Error(`wrk printed no summary:\n${stdout}`);
+  const r = JSON.parse(line.slice("PEERS_WRK ".length));
+  const failed = r.errors.status + r.errors.timeout + r.errors.read + r.errors.write + r.errors.connect;
+  const failures = failed ? [`wrk: ${r.errors.status} non-2xx, ${r.errors.timeout} timeouts, ${r.errors.connect + r.errors.read + r.errors.write} socket errors`] : [];
+  return { decisions: r.requests - r.errors.status, failed, seconds: r.duration_us / 1e6, p50Ms: r.latency_us.p50 / 1000, p99Ms: r.latency_us.p99 / 1000, failures };
+}
+
+/** ghz (bench/peers/grpc-load) against SubmitIntent: 32 concurrent calls on one connection, the Intents of `file` in turn. */
+async function ghz(baseUrl: string, file: string, duration: number): Promise<LoadFigures> {
+  const { stdout } = await run(GRPC_LOAD_BIN, ["-host", new URL(baseUrl).host, "-intents", file, "-c", String(CONNECTIONS), "-duration", `${duration}s`], { maxBuffer: 64 << 20 });
+  const r = JSON.parse(stdout);
+  const at = (p: number) => (r.latencyDistribution ?? []).find((d: { percentage: number }) => d.percentage === p)?.latency / 1e6;
+  const ok = r.statusCodeDistribution?.OK ?? 0;
+  const errors = Object.entries(r.errorDistribution ?? {}).map(([k, v]) => `ghz: ${v} × ${k}`);
+  return { decisions: ok, failed: r.count - ok, seconds: r.total / 1e9, p50Ms: at(50), p99Ms: at(99), failures: errors.slice(0, 3) };
+}
+
+/** One system, already running: equivalence, warm-up, saturation with CPU readings, the fixed rate, peak RSS. */
+async function measure(
+  system: SystemName,
+  server: PeerServer,
+  pgPid: number | null,
+  drive: {
+    /** Asks case i once; true when allowed. */
+    decide(i: number): Promise<boolean>;
+    /** Prepares a body file for `seconds` of saturation. */
+    bodies(seconds: number): Promise<string>;
+    saturate(file: string, seconds: number): Promise<LoadFigures>;
+    /** The fixed-rate operation over `count` prepared requests. */
+    atRate(count: number): Operation;
+  },
+): Promise<SystemResult> {
+  const wrong: string[] = [];
+  for (let i = 0; i < cases.length; i += CONNECTIONS) {
+    await Promise.all(
+      cases.slice(i, i + CONNECTIONS).map(async (c, k) => {
+        const allowed = await drive.decide(i + k);
+        if (allowed !== expected(c)) wrong.push(`${JSON.stringify(c)}: expected ${expected(c) ? "allow" : "deny"}, got ${allowed ? "allow" : "deny"}`);
+      }),
+    );
+  }
+  if (wrong.length) throw new Error(`${system} disagrees with the policy on ${wrong.length} of ${cases.length} cases; nothing measured:\n  ${wrong.slice(0, 10).join("\n  ")}`);
+  console.log(`  ${system}: all ${cases.length} cases answered as the policy says`);
+
+  await drive.saturate(await drive.bodies(WARMUP), WARMUP);
+  const file = await drive.bodies(DURATION);
+  const cpu0 = treeCpuSeconds(server.pid);
+  const pg0 = pgPid === null ? 0 : treeCpuSeconds(pgPid);
+  const sat = await drive.saturate(file, DURATION);
+  const cpu = treeCpuSeconds(server.pid) - cpu0;
+  const pg = pgPid === null ? null : treeCpuSeconds(pgPid) - pg0;
+  const perSecond = sat.decisions / sat.seconds;
+  rate ??= Math.max(50, Math.round(perSecond / 2 / 50) * 50);
+
+  const total = Math.round(rate * DURATION);
+  const fixed = await openLoop(rate, total, drive.atRate(total), { maxInFlight: Math.max(rate, 1000) });
+  const result: SystemResult = {
+    system,
+    label: LABELS[system],
+    generator: system === "mandate-grpc" ? "ghz (library), 32 concurrent calls, 1 connection" : "wrk, 1 thread, 32 connections",
+    saturation: { perSecond, decisions: sat.decisions, failed: sat.failed, seconds: sat.seconds, p50Ms: sat.p50Ms, p99Ms: sat.p99Ms },
+    atRate: { rate, p50Ms: fixed.latency.p50, p99Ms: fixed.latency.p99, maxMs: fixed.latency.max, ok: fixed.ok, failed: fixed.failed, saturated: fixed.saturated },
+    cpuSecondsPer1000: { service: (cpu / sat.decisions) * 1000, postgres: pg === null ? null : (pg / sat.decisions) * 1000 },
+    peakRssMiB: peakRssMiB(server.pid),
+    failures: [...sat.failures, ...fixed.failures.slice(0, 3)],
+  };
+  const f = result;
+  console.log(
+    `  ${system}: ${fmt(f.saturation.perSecond)}/s saturated (p50 ${fmt(f.saturation.p50Ms, 2)} ms, p99 ${fmt(f.saturation.p99Ms, 2)} ms); at ${fmt(rate)}/s p50 ${fmt(f.atRate.p50Ms, 2)} ms, p99 ${fmt(f.atRate.p99Ms, 2)} ms${f.atRate.saturated ? " [fell behind]" : ""}; CPU s per 1,000: service ${fmt(f.cpuSecondsPer1000.service, 3)}, Postgres ${f.cpuSecondsPer1000.postgres === null ? "—" : fmt(f.cpuSecondsPer1000.postgres, 3)}; peak RSS ${fmt(f.peakRssMiB, 1)} MiB${f.saturation.failed + f.atRate.failed ? `; FAILED ${f.saturation.failed + f.atRate.failed} (${f.failures[0]})` : ""}`,
+  );
+  return result;
+}
+
+/** Mandate over one transport: a fresh service process on the prepared database. */
+async function measureMandate(system: "mandate-v1" | "mandate-grpc", databaseUrl: string, pgPid: number, byPrincipal: Map<string, BenchAgent>): Promise<SystemResult> {
+  const svc = await spawnMandate(databaseUrl);
+  const http = new HttpClient(svc.baseUrl, CONNECTIONS);
+  const grpc = new RawGrpcClient(svc.baseUrl);
+  try {
+    const server = { baseUrl: svc.baseUrl, pid: svc.pid, stop: svc.stop };
+    const submit = async (s: ReturnType<typeof signPeerIntents>[number]): Promise<boolean | string> => {
+      if (system === "mandate-v1") {
+        const res = await http.request("POST", "/v1/intents", s.bytes, { "x-service-key-id": s.keyId, "x-service-signature": s.signature });
+        if (res.status !== 200) return `${res.status} ${res.text.slice(0, 200)}`;
+        return JSON.parse(res.text).outcome === "ALLOW";
+      }
+      const res = await grpc.unary("/mandate.v1.IntentService/SubmitIntent", protoBytesField(1, s.bytes), { "x-service-key-id": s.keyId, "x-service-signature": s.signature });
+      if (res.status !== 0) return `grpc-status ${res.status} ${res.message}`;
+      return protoVarintField(res.body, 2) === Outcome.ALLOW;
+    };
+    return await measure(system, server, pgPid, {
+      async decide(i) {
+        const r = await submit(signPeerIntents(byPrincipal, 1, i)[0]!);
+        if (typeof r === "string") throw new Error(`${system}: ${r}`);
+        return r;
+      },
+      bodies: (seconds) => writeBodies(`${system}.tsv`, intentLines(signPeerIntents(byPrincipal, PRESIGN_RATE * seconds))),
+      saturate: (file, seconds) => (system === "mandate-v1" ? wrk(`${svc.baseUrl}/v1/intents`, file, seconds) : ghz(svc.baseUrl, file, seconds)),
+      atRate(count) {
+        const signed = signPeerIntents(byPrincipal, count);
+        return async (i) => {
+          const r = await submit(signed[i]!);
+          return typeof r === "string" ? r : true;
+        };
+      },
+    });
+  } finally {
+    http.close();
+    grpc.close();
+    await svc.stop();
+  }
+}
+
+/** OPA or Cerbos: bare evaluation over HTTP/1.1 JSON. */
+async function measureEngine(system: "opa" | "cerbos", server: PeerServer): Promise<SystemResult> {
+  const http = new HttpClient(server.baseUrl, CONNECTIONS);
+  const route = system === "opa" ? OPA_PATH : CERBOS_PATH;
+  const body = system === "opa" ? opaBody : cerbosBody;
+  const bodies = cases.map(body);
+  const ask = async (i: number) => {
+    const res = await http.request("POST", route, bodies[i % bodies.length]!);
+    if (res.status !== 200) throw new Error(`${system}: ${res.status} ${res.text.slice(0, 200)}`);
+    return res.text;
+  };
+  try {
+    return await measure(system, server, null, {
+      async decide(i) {
+        const answer = JSON.parse(await ask(i));
+        return system === "opa" ? answer.result === true : cerbosAllowed(answer, cases[i]!.action);
+      },
+      // The cases in turn: every system is asked the same things in the same order.
+      bodies: () => writeBodies(`${system}.tsv`, plainLines(body, cases.length)),
+      saturate: (file, seconds) => wrk(server.baseUrl + route, file, seconds),
+      atRate: () => async (i) => {
+        await ask(i);
+        return true;
+      },
+    });
+  } finally {
+    http.close();
+    await server.stop();
+  }
+}
+
+const results: SystemResult[] = [];
+const started = new Date();
+console.log(`Mandate beside OPA and Cerbos (${machineLine()}; yardstick: ${fmt(await calibrate())} µs CPU per local HTTP round trip)`);
+console.log(`  ${cases.length} cases over ${ACTING} acting principals of a 1,000-principal graph; ${DURATION} s saturation after ${WARMUP} s warm-up; ${CONNECTIONS} connections`);
+try {
+  const mandate = selected.filter((s): s is "mandate-v1" | "mandate-grpc" => s.startsWith("mandate-"));
+  if (mandate.length) {
+    const pg = await startBenchPostgres();
+    try {
+      const pgPid = postmasterPid(Number(new URL(pg.url).port));
+      const agents = await prepareMandate(pg.url);
+      for (const system of mandate) results.push(await measureMandate(system, pg.url, pgPid, agents));
+    } finally {
+      await pg.stop();
+    }
+  }
+  if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
+  if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS_BIN)));
+} finally {
+  await rm(workDir, { recursive: true, force: true });
+}
+await report(results);
+
+/**
+ * Makes the organization, its policy, graph and agents through a service process of its own:
+ * each measured process then starts on the prepared database, its CPU and peak RSS its own.
+ */
+async function prepareMandate(databaseUrl: string): Promise<Map<string, BenchAgent>> {
+  const svc = await spawnMandate(databaseUrl);
+  const http = new HttpClient(svc.baseUrl, CONNECTIONS);
+  try {
+    return await setUpMandateOrg(http, svc.operatorKey, actingPrincipals(ACTING));
+  } finally {
+    http.close();
+    await svc.stop();
+  }
+}
+
+async function report(all: SystemResult[]): Promise<void> {
+  const by = new Map(all.map((r) => [r.system, r]));
+  const ratios: { mandate: SystemName; peer: SystemName; throughput: number; p99AtRate: number; serviceCpu: number }[] = [];
+  for (const mandate of ["mandate-v1", "mandate-grpc"] as const)
+    for (const peer of ["opa", "cerbos"] as const) {
+      const m = by.get(mandate);
+      const p = by.get(peer);
+      if (m && p)
+        ratios.push({
+          mandate,
+          peer,
+          throughput: m.saturation.perSecond / p.saturation.perSecond,
+          p99AtRate: m.atRate.p99Ms / p.atRate.p99Ms,
+          serviceCpu: m.cpuSecondsPer1000.service / p.cpuSecondsPer1000.service,
+        });
+    }
+  const n2 = (x: number | null, d = 2) => (x === null ? "—" : fmt(x, d));
+  const table = [
+    `| system | decisions/s (saturated) | p50 / p99 saturated | p50 / p99 at ${fmt(rate ?? NaN)}/s | CPU s per 1,000: service | Postgres | peak RSS | failed |`,
+    "|---|---|---|---|---|---|---|---|",
+    ...all.map(
+      (r) =>
+        `| ${r.label} | ${fmt(r.saturation.perSecond)} | ${n2(r.saturation.p50Ms)} / ${n2(r.saturation.p99Ms)} ms | ${n2(r.atRate.p50Ms)} / ${n2(r.atRate.p99Ms)} ms${r.atRate.saturated ? " (fell behind)" : ""} | ${n2(r.cpuSecondsPer1000.service, 3)} | ${n2(r.cpuSecondsPer1000.postgres, 3)} | ${fmt(r.peakRssMiB, 1)} MiB | ${fmt(r.saturation.failed + r.atRate.failed)} |`,
+    ),
+  ];
+  const ratioLines = ratios.map(
+    (r) => `- ${r.mandate} / ${r.peer}: throughput ${r.throughput.toFixed(2)}×, p99 at the common rate ${r.p99AtRate.toFixed(2)}×, service CPU per decision ${r.serviceCpu.toFixed(2)}×`,
+  );
+  const markdown = [
+    `# Mandate beside OPA and Cerbos (${started.toISOString()})`,
+    "",
+    `${machineLine()}. Saturation: ${DURATION} s after ${WARMUP} s warm-up; wrk (1 thread, 32 connections) for HTTP/1.1, ghz (32 concurrent calls, one connection) for gRPC. Fixed rate: the bench's open-loop generator, latency from each request's due time, 32 HTTP/1.1 connections or one HTTP/2 connection. ${cases.length} cases in turn, the same for every system.`,
+    "",
+    ...table,
+    "",
+    "Ratios (Mandate / peer; throughput above 1 is better, p99 and CPU below 1 are):",
+    "",
+    ...ratioLines,
+    "",
+  ].join("\n");
+  console.log(`\n${table.join("\n")}\n\nRatios (Mandate / peer):\n${ratioLines.join("\n")}`);
+  const dir = path.join(repoRoot, "bench/results");
+  await mkdir(dir, { recursive: true });
+  const stamp = started.toISOString().replace(/[:.]/g, "-");
+  const json = JSON.stringify({ started: started.toISOString(), machine: machineLine(), durationSeconds: DURATION, warmupSeconds: WARMUP, connections: CONNECTIONS, rate, cases: cases.length, results: all, ratios }, null, 2);
+  for (const name of [`peers-${stamp}`, "peers-latest"]) {
+    await writeFile(path.join(dir, `${name}.json`), json + "\n");
+    await writeFile(path.join(dir, `${name}.md`), markdown);
+  }
+  console.log(`\nwritten: bench/results/peers-${stamp}.{json,md} and peers-latest.{json,md}`);
+}
