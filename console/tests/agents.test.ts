@@ -43,7 +43,7 @@ async function listedIds(page: Page): Promise<string[]> {
 
 /** An Ed25519 public key as PEM (SubjectPublicKeyInfo), what `openssl pkey -pubout` prints. */
 function pem(key: AgentKey): string {
-  const der = Buffer.concat([Buffer.from("302a300506032b6570032100", "hex"), Buffer.from(key.publicKeyBytes)]);
+  const der = Buffer.concat([Buffer.from("302a300506032b6570032100", "hex"), Buffer.from(key.public_key_bytes)]);
   return `-----BEGIN PUBLIC KEY-----\n${der.toString("base64")}\n-----END PUBLIC KEY-----\n`;
 }
 
@@ -57,15 +57,15 @@ const kinds = (page: Page): Promise<string[]> =>
 
 describe("the console's agents pages", () => {
   it("register by pasting a public key → list, filter, search → activate, suspend, reactivate, revoke with confirmation", async () => {
-    const sandbox = await new MandateClient({ baseUrl: svc.baseUrl }).createSandbox(uniqueEmail("agents"));
-    const admin = new MandateClient({ baseUrl: svc.baseUrl, apiKey: sandbox.api_key });
+    const sandbox = await new MandateClient({ base_url: svc.baseUrl }).createSandbox(uniqueEmail("agents"));
+    const admin = new MandateClient({ base_url: svc.baseUrl, api_key: sandbox.api_key });
     const suffix = randomUUID().slice(0, 8);
     const [pat, reader] = await Promise.all([
-      admin.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: `pat-${suffix}` }),
+      admin.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: `pat-${suffix}` }),
       admin.createApiKey("read only", ["EVIDENCE_READ"]),
     ]);
     // Another agent, already active, for the filters to tell apart.
-    const ledger = await admin.registerAgent({ name: `ledger-bot-${suffix}`, principalId: pat.principal_id, key: await AgentKey.generate() });
+    const ledger = await admin.registerAgent({ name: `ledger-bot-${suffix}`, principal_id: pat.principal_id, key: await AgentKey.generate() });
     await admin.activate(ledger.agent_id);
     const key = await AgentKey.generate();
     const name = `payables-bot-${suffix}`;
@@ -99,7 +99,7 @@ describe("the console's agents pages", () => {
       await checkPage(page, RUN, "02-register-malformed-key");
 
       // The key generated here, pasted as the clients print it: registered, and its page opens.
-      await publicKey.fill(key.publicKey);
+      await publicKey.fill(key.public_key);
       await page.getByRole("button", { name: "Register agent" }).click();
       await page.getByRole("heading", { name: `Agent ${name}` }).waitFor();
       const agentId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
@@ -110,7 +110,7 @@ describe("the console's agents pages", () => {
       expect(await page.getByTestId("environment").textContent()).toBe("production");
       expect(await page.getByTestId("business-unit").textContent()).toBe("—");
       expect(await page.getByTestId("heartbeat").textContent()).toContain("never");
-      expect(await page.getByTestId("public-key").allTextContents()).toEqual([key.publicKey]);
+      expect(await page.getByTestId("public-key").allTextContents()).toEqual([key.public_key]);
       await expect.poll(() => kinds(page)).toEqual(["agent.registered"]);
       await checkPage(page, RUN, "03-agent-registered");
 
@@ -155,7 +155,7 @@ describe("the console's agents pages", () => {
       expect(await page.getByTestId("transition-done").textContent()).toBe("Activated: the agent is now active.");
       // A heartbeat from the agent itself (signed by its key) shows as its last sign of life.
       const registered = await admin.getAgent(agentId);
-      await new MandateClient({ baseUrl: svc.baseUrl }).heartbeat(agentIdentity(registered, key));
+      await new MandateClient({ base_url: svc.baseUrl }).heartbeat(agentIdentity(registered, key));
       await page.reload();
       await expectState(page, "active", ["Suspend", "Revoke", "Retire"]);
       await expect.poll(() => page.getByTestId("heartbeat").locator("time").count()).toBe(1);
@@ -170,7 +170,7 @@ describe("the console's agents pages", () => {
       await page.getByLabel("New public key").fill(pem(next));
       await page.getByRole("button", { name: "Rotate key" }).click();
       await page.getByText("The key is rotated").waitFor();
-      await expect.poll(() => page.getByTestId("public-key").allTextContents()).toEqual([next.publicKey, key.publicKey]);
+      await expect.poll(() => page.getByTestId("public-key").allTextContents()).toEqual([next.public_key, key.public_key]);
       expect(await page.getByTestId("certificate-status").allTextContents()).toEqual(["current, verifying", "replaced"]);
 
       // Revoke, by the keyboard: the dialog opens with the focus on Cancel; Enter cancels, nothing changes.

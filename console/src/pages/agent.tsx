@@ -182,7 +182,7 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
           {allowed.map((t) => t.label.toLowerCase()).join(", ")} it.
         </p>
       ) : (
-        <>
+        <div className="lifecycle-controls">
           <label htmlFor={`${id}-reason`}>Reason (optional, recorded in the audit record)</label>
           <input id={`${id}-reason`} value={reason} maxLength={2000} onChange={(e) => setReason(e.target.value)} />
           <div className="actions" data-testid="transitions">
@@ -199,7 +199,7 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
               />
             ))}
           </div>
-        </>
+        </div>
       )}
     </section>
   );
@@ -272,7 +272,7 @@ function Certificates({ agent: a, records }: { agent: Agent; records: EvidenceRe
         Certificates
       </h2>
       <div className="table-wrap" tabIndex={0} role="group" aria-label="Certificates (scrollable)">
-        <table data-testid="certificates">
+        <table data-testid="certificates" className="wide">
           <thead>
             <tr>
               <th scope="col">Certificate</th>
@@ -390,7 +390,7 @@ function AuditTrail({ records }: { records: EvidenceRecord[] }) {
   if (records.length === 0) return <p className="empty">No record yet.</p>;
   return (
     <div className="table-wrap" tabIndex={0} role="group" aria-label="Audit trail (scrollable)">
-      <table data-testid="audit-trail">
+      <table data-testid="audit-trail" className="wide">
         <thead>
           <tr>
             <th scope="col">Seq</th>
@@ -406,7 +406,7 @@ function AuditTrail({ records }: { records: EvidenceRecord[] }) {
             <tr key={r.evidenceId} data-kind={r.kind}>
               <th scope="row">{String(r.seq)}</th>
               <td>
-                <code>{r.kind}</code>
+                <code className="record-kind">{r.kind}</code>
               </td>
               <td>{describe(r) || "—"}</td>
               <td>

@@ -140,7 +140,7 @@ export function AgentsPage() {
               <p className="empty">No agent matches these filters.</p>
             ) : (
               <div className="table-wrap" tabIndex={0} role="group" aria-label="Agents (scrollable)">
-                <table data-testid="agents">
+                <table data-testid="agents" className="wide">
                   <thead>
                     <tr>
                       <th scope="col">Agent</th>
