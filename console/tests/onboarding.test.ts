@@ -9,16 +9,15 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
  * Issue 22's "Done when", in Debian's Chromium against a real service: the whole onboarding path
  * in the console. Sandbox sign-up (the key copied from the page) → the three governance documents
  * uploaded by the file picker → a graph version generated → a policy authored in the editor and
- * submitted → a second key signs in and approves and publishes both (four-eyes) → an agent's
- * Intent, sent through the TypeScript client, appears in the review queue without a reload →
- * two reviewers approve it in the console → RESOLVED with its approver → the decision's
- * evidence signature verified in the browser. Then, at phone width, a fresh Intent in the same
- * organization reaches the queue and is approved. Every page is screenshotted
- * (console/test-output/onboarding-*) and checked by axe-core.
+ * submitted → an agent registered on the Agents page by its public key, and activated → a second
+ * key signs in, approves and publishes both (four eyes) → the agent's Intent, sent through the
+ * TypeScript client, appears in the review queue without a reload → two reviewers approve it →
+ * RESOLVED with its approver → the decision's evidence signature verified in the browser. Then,
+ * at phone width, a fresh Intent in the same organization reaches the queue and is approved.
+ * Every page is screenshotted (console/test-output/onboarding-*) and checked by axe-core.
  *
  * Through the API (the console has no page for them): the principals the documents name, and
- * the second key (the console cannot create API keys). The agent is registered through the
- * TypeScript client too.
+ * the second key (the console cannot create API keys).
  */
 
 let svc: TestService;
@@ -89,20 +88,13 @@ describe("onboarding in the console", () => {
       await expect.poll(() => page.getByTestId("organization-id").textContent()).toBe(organizationId);
       await checkPage(page, run, "03-organization");
 
-      // Through the API, in parallel: the principals, the second key, the agent (see the top of the file).
-      const admin = new MandateClient({ baseUrl: svc.baseUrl, apiKey: sandboxKey });
-      const patCreated = admin.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: `pat-${suffix}` });
-      const agentName = `payables-bot-${suffix}`;
-      const [pat, sam, approver, agent] = await Promise.all([
-        patCreated,
-        admin.createPrincipal({ displayName: "Sam Controller", kind: "person", externalRef: `sam-${suffix}` }),
+      // Through the API, in parallel: the principals and the second key (see the top of the file).
+      const admin = new MandateClient({ base_url: svc.baseUrl, api_key: sandboxKey });
+      const [pat, sam, approver, agentKey] = await Promise.all([
+        admin.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: `pat-${suffix}` }),
+        admin.createPrincipal({ display_name: "Sam Controller", kind: "person", external_ref: `sam-${suffix}` }),
         admin.createApiKey("second pair of eyes", ["POLICY_APPROVER", "REVIEWER", "DECISION_READ", "EVENTS_READ"]),
-        patCreated.then(async (principal) => {
-          const key = await AgentKey.generate();
-          const registered = await admin.registerAgent({ name: agentName, principalId: principal.principal_id, key });
-          await admin.activate(registered.agent_id);
-          return agentIdentity(registered, key);
-        }),
+        AgentKey.generate(),
       ]);
       const keys = await svc.v1("GET", "/v1/organization/api-keys", { bearer: sandboxKey });
       expect(keys.status, JSON.stringify(keys.body)).toBe(200);
@@ -156,12 +148,29 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("approve-reason").textContent()).toContain("this key authored it");
       await checkPage(page, run, "09-policy-in-review");
 
+      // The agent, registered on the Agents page with its public key pasted (the private key stays here), then activated.
+      const agentName = `payables-bot-${suffix}`;
+      await navTo(page, "Agents");
+      await page.getByRole("link", { name: "Register an agent" }).click();
+      await page.getByRole("heading", { name: "Register an agent" }).waitFor();
+      await page.getByLabel("Name").fill(agentName);
+      await page.getByLabel("Acts for (principal)").selectOption({ label: `Pat Payables (${pat.external_ref})` });
+      await page.getByLabel("Public key").fill(agentKey.public_key);
+      await checkPage(page, run, "10-register-agent");
+      await page.getByRole("button", { name: "Register agent" }).click();
+      await page.getByRole("heading", { name: `Agent ${agentName}` }).waitFor();
+      await page.getByRole("button", { name: "Activate" }).click();
+      await expect.poll(() => page.getByTestId("agent-state").textContent()).toBe("active");
+      await checkPage(page, run, "11-agent-active");
+      const agentId = decodeURIComponent(new URL(page.url()).pathname.split("/").pop()!);
+      const agent = agentIdentity(await admin.getAgent(agentId), agentKey);
+
       // 3b and 4b. The second key signs in and approves and publishes both.
       await signOut(page);
-      await checkPage(page, run, "10-sign-in");
+      await checkPage(page, run, "12-sign-in");
       await signIn(page, approver.api_key);
       await page.locator('[data-permission="POLICY_APPROVER"][data-held="true"]').waitFor();
-      await checkPage(page, run, "11-organization-approver");
+      await checkPage(page, run, "13-organization-approver");
       await navTo(page, "Governance");
       await page.getByTestId("graph-versions").getByRole("link", { name: "Version 1" }).click();
       await page.getByRole("heading", { name: "Authority graph version 1" }).waitFor();
@@ -170,7 +179,7 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("graph-approver").textContent()).toBe(approver.key_id);
       await page.getByRole("button", { name: "Publish" }).click();
       await expect.poll(() => page.getByTestId("graph-state").textContent()).toBe("active");
-      await checkPage(page, run, "12-graph-version-published");
+      await checkPage(page, run, "14-graph-version-published");
       await navTo(page, "Policies");
       await page.getByTestId("policies").getByRole("link", { name: "payments" }).click();
       await page.getByTestId("policy-versions").getByRole("link", { name: "Version 1" }).click();
@@ -180,16 +189,16 @@ describe("onboarding in the console", () => {
       await page.getByRole("button", { name: "Publish" }).click();
       await expect.poll(() => page.getByTestId("policy-state").textContent()).toBe("active");
       expect(await page.getByTestId("policy-approver").textContent()).toBe(approver.key_id);
-      await checkPage(page, run, "13-policy-published");
+      await checkPage(page, run, "15-policy-published");
       onboarded = { sandboxKey, sandboxKeyId, agent };
 
       // 5. The agent's Intent, through the TypeScript client, appears in the open queue without a reload.
       await navTo(page, "Review queue");
       await page.getByText("No decision is waiting for a human review.").waitFor();
       await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("event stream");
-      await checkPage(page, run, "14-review-queue-empty");
+      await checkPage(page, run, "16-review-queue-empty");
       await mark(page);
-      const decision = await new MandateClient({ baseUrl: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 12_000, currency: "USD", counterparty: "ACME Corp" });
+      const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 12_000, currency: "USD", counterparty: "ACME Corp" });
       expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_dual_approval", status: "PENDING" });
       const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
       await row.waitFor({ timeout: 30_000 });
@@ -197,23 +206,23 @@ describe("onboarding in the console", () => {
       await expect.poll(() => row.textContent()).toContain("Pat Payables");
       const rowText = (await row.textContent())!;
       for (const fact of ["vendor_payment", "12,000 USD", "requires_dual_approval", agentName, "payments v1", "authority graph v1"]) expect(rowText).toContain(fact);
-      await checkPage(page, run, "15-review-queue-pending");
+      await checkPage(page, run, "17-review-queue-pending");
 
       // 6. Two approvals (the graph asks four eyes above 5,000 USD): the second key, then the sandbox key.
       await row.getByRole("link").click();
       await page.getByRole("heading", { name: `Decision ${decision.decision_id}` }).waitFor();
       await expect.poll(() => page.getByTestId("status").textContent()).toBe("PENDING");
-      await checkPage(page, run, "16-review");
+      await checkPage(page, run, "18-review");
       await approve(page, "Invoice matches PO 4711.");
       await expect.poll(() => page.getByTestId("approval").textContent()).toContain(`Approved first by ${approver.key_id}`);
       expect(await page.getByTestId("status").textContent()).toBe("PENDING");
-      await checkPage(page, run, "17-review-first-approval");
+      await checkPage(page, run, "19-review-first-approval");
       await signOut(page);
       await signIn(page, sandboxKey);
       await navTo(page, "Review queue");
       const pending = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
       await expect.poll(() => pending.textContent()).toContain(`1 of 2 approvals, first by ${approver.key_id}`);
-      await checkPage(page, run, "18-review-queue-one-approval");
+      await checkPage(page, run, "20-review-queue-one-approval");
       await pending.getByRole("link").click();
       await page.getByTestId("approval").waitFor();
       await approve(page, "Second pair of eyes: fine.");
@@ -224,14 +233,15 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("outcome").textContent()).toBe("HUMAN_REVIEW");
       expect(await page.getByTestId("resolution-value").textContent()).toBe("approved");
       expect(await page.getByTestId("resolved-by").textContent()).toBe(sandboxKeyId);
-      await checkPage(page, run, "19-review-resolved");
+      await checkPage(page, run, "21-review-resolved");
 
       // 8. The decision's page checks its evidence signature in the browser against the JWKS.
-      await page.goto(`/console/decisions/${encodeURIComponent(decision.decision_id)}`);
+      await page.getByRole("link", { name: "Decision and evidence record" }).click();
+      await page.waitForURL(`**/console/decisions/${encodeURIComponent(decision.decision_id)}`);
       const verified = page.getByRole("status").filter({ hasText: /^Signature verified$/ });
       await verified.waitFor();
       expect(await verified.textContent()).toBe("Signature verified");
-      await checkPage(page, run, "20-decision-evidence");
+      await checkPage(page, run, "22-decision-evidence");
 
       // The permission probes' answers (400 for a held permission probed with an empty request, 403, 404); no script error.
       expectCleanConsole(problems, [400, 403, 404]);
@@ -254,7 +264,7 @@ describe("onboarding in the console", () => {
       await checkPage(page, run, "02-review-queue-empty");
       await mark(page);
       // 2,500 USD: one approval.
-      const decision = await new MandateClient({ baseUrl: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 2_500, currency: "USD", counterparty: "ACME Corp" });
+      const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 2_500, currency: "USD", counterparty: "ACME Corp" });
       expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_approval", status: "PENDING" });
       const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
       await row.waitFor({ timeout: 30_000 });
