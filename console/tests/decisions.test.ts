@@ -32,10 +32,10 @@ const USD = (amount: number) => ({ action: "vendor_payment", amount, currency: "
  * with a capability issued from it, one left pending): 13 decisions.
  */
 async function makeDecisions(baseUrl: string, apiKey: string) {
-  const admin = new MandateClient({ baseUrl, apiKey });
+  const admin = new MandateClient({ base_url: baseUrl, api_key: apiKey });
   const suffix = randomUUID().slice(0, 8);
   const [principal, approverKey] = await Promise.all([
-    admin.createPrincipal({ displayName: `Dana Decisions ${suffix}`, kind: "person", externalRef: `dana-${suffix}` }),
+    admin.createPrincipal({ display_name: `Dana Decisions ${suffix}`, kind: "person", external_ref: `dana-${suffix}` }),
     admin.createApiKey("approver", ["POLICY_APPROVER", "REVIEWER"]),
   ]);
   const approver = admin.withApiKey(approverKey.api_key);
@@ -61,7 +61,7 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
   await approver.publishGraphVersion(graph.version);
   const agent = async (name: string): Promise<AgentIdentity> => {
     const key = await AgentKey.generate();
-    const registered = await admin.registerAgent({ name, principalId: principal.principal_id, key });
+    const registered = await admin.registerAgent({ name, principal_id: principal.principal_id, key });
     await admin.activate(registered.agent_id);
     return agentIdentity(registered, key);
   };
@@ -69,23 +69,23 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
   const capName = `cap-bot-${suffix}`;
   const clerk = await agent(clerkName);
   const capper = await agent(capName);
-  const agents = new MandateClient({ baseUrl });
+  const agents = new MandateClient({ base_url: baseUrl });
   // One at a time: the list is newest first, so the order made here is the order it shows.
   const allows: Decision[] = [];
   for (let i = 1; i <= 7; i++) allows.push(await agents.submitIntent(clerk, USD(100 * i)));
   const denies: Decision[] = [];
   for (let i = 1; i <= 3; i++) denies.push(await agents.submitIntent(capper, USD(2_000_000 + i)));
   const consumedAllow = await agents.submitIntent(clerk, USD(900));
-  const token = await admin.issueCapability(consumedAllow.decision_id, { audience: "payments-gateway", issuedBy: "decisions-test" });
+  const token = await admin.issueCapability(consumedAllow.decision_id, { audience: "payments-gateway", issued_by: "decisions-test" });
   await admin.verifyCapability({ token: token.token, audience: "payments-gateway", action: "vendor_payment", resource: "", constraints: { amount: "900", currency: "USD", counterparty: "ACME Corp" } });
   const approved = await agents.submitIntent(clerk, USD(2_500));
   await approver.reviewDecision(approved.decision_id, "approved", "Invoice matches the purchase order.");
-  await admin.issueCapabilityFromReview(approved.decision_id, { audience: "payments-gateway", issuedBy: "decisions-test" });
+  await admin.issueCapabilityFromReview(approved.decision_id, { audience: "payments-gateway", issued_by: "decisions-test" });
   const pending = await agents.submitIntent(clerk, USD(3_000));
   for (const d of allows) expect(d.outcome).toBe("ALLOW");
   for (const d of denies) expect(d).toMatchObject({ outcome: "DENY", reason: "amount_over_hard_cap" });
   expect([consumedAllow.outcome, approved.outcome, pending.outcome]).toEqual(["ALLOW", "HUMAN_REVIEW", "HUMAN_REVIEW"]);
-  return { allows, denies, consumedAllow, approved, pending, clerkName, clerkId: clerk.agentId, capName, capperId: capper.agentId, total: 13 };
+  return { allows, denies, consumedAllow, approved, pending, clerkName, clerkId: clerk.agent_id, capName, capperId: capper.agent_id, total: 13 };
 }
 
 beforeAll(async () => {

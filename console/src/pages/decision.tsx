@@ -97,11 +97,12 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         <ApiError error={evidence.error} title="The evidence record could not be read" />
       ) : (
         <>
-          <EvidenceRecordView record={evidence.data} />
           <CapabilityCard decision={d} record={evidence.data} />
+          <ReconciliationCard decision={d} />
+          <EvidenceRecordView record={evidence.data} />
         </>
       )}
-      <ReconciliationCard decision={d} />
+      {!evidence.data && <ReconciliationCard decision={d} />}
     </>
   );
 }
@@ -153,67 +154,65 @@ function CapabilityFacts({ capability: c, issued, consumed }: { capability: Capa
   // Without GetCapability (no CAPABILITY_ISSUE) the chain's records tell the state.
   const state = c ? CAPABILITY_STATE[c.state] : consumed ? "consumed" : expires && Date.parse(expires) <= Date.now() ? "expired" : "issued";
   return (
-    <>
-      <dl className="facts">
-        <dt>State</dt>
-        <dd>
-          <strong data-testid="capability-state">{state}</strong>
-          {!c && <span className="muted"> (from the evidence chain: this key lacks CAPABILITY_ISSUE)</span>}
-        </dd>
-        <dt>Capability</dt>
-        <dd>
-          <code>{issued.subjectId}</code>
-        </dd>
-        <dt>Audience</dt>
-        <dd>
-          <code>{c?.audience ?? String(p.audience ?? "")}</code>
-        </dd>
-        <dt>Issued by</dt>
-        <dd>{c?.issuedBy ?? String(p.issued_by ?? "")}</dd>
-        <dt>Issued</dt>
-        <dd>
-          <Link to={evidencePath(issued.evidenceId)}>
-            <time dateTime={isoTime(issued.createdAt)}>{formatTime(issued.createdAt)}</time>
-          </Link>
-        </dd>
-        <dt>Expires</dt>
-        <dd>{c?.expiresAt ? <time dateTime={isoTime(c.expiresAt)}>{formatTime(c.expiresAt)}</time> : expires}</dd>
-        {c && c.ttlSeconds > 0 && (
-          <>
-            <dt>Lifetime</dt>
-            <dd>{c.ttlSeconds} s</dd>
-          </>
-        )}
-        {c?.resource && (
-          <>
-            <dt>Resource</dt>
-            <dd>
-              <code>{c.resource}</code>
-            </dd>
-          </>
-        )}
-        {consumed ? (
+    <dl className="facts">
+      <dt>State</dt>
+      <dd>
+        <strong data-testid="capability-state">{state}</strong>
+        {!c && <span className="muted"> (from the evidence chain: this key lacks CAPABILITY_ISSUE)</span>}
+      </dd>
+      <dt>Capability</dt>
+      <dd>
+        <code>{issued.subjectId}</code>
+      </dd>
+      <dt>Audience</dt>
+      <dd>
+        <code>{c?.audience ?? String(p.audience ?? "")}</code>
+      </dd>
+      <dt>Issued by</dt>
+      <dd>{c?.issuedBy ?? String(p.issued_by ?? "")}</dd>
+      <dt>Issued</dt>
+      <dd>
+        <Link to={evidencePath(issued.evidenceId)}>
+          <time dateTime={isoTime(issued.createdAt)}>{formatTime(issued.createdAt)}</time>
+        </Link>
+      </dd>
+      <dt>Expires</dt>
+      <dd>{c?.expiresAt ? <time dateTime={isoTime(c.expiresAt)}>{formatTime(c.expiresAt)}</time> : expires}</dd>
+      {c && c.ttlSeconds > 0 && (
+        <>
+          <dt>Lifetime</dt>
+          <dd>{c.ttlSeconds} s</dd>
+        </>
+      )}
+      {c?.resource && (
+        <>
+          <dt>Resource</dt>
+          <dd>
+            <code>{c.resource}</code>
+          </dd>
+        </>
+      )}
+      {consumed ? (
+        <>
+          <dt>Consumed</dt>
+          <dd>
+            <Link to={evidencePath(consumed.evidenceId)}>
+              <time dateTime={isoTime(consumed.createdAt)}>{formatTime(consumed.createdAt)}</time>
+            </Link>
+            {typeof consumed.payload?.by === "string" && <span className="muted"> by {consumed.payload.by}</span>}
+          </dd>
+        </>
+      ) : (
+        c?.consumedAt && (
           <>
             <dt>Consumed</dt>
             <dd>
-              <Link to={evidencePath(consumed.evidenceId)}>
-                <time dateTime={isoTime(consumed.createdAt)}>{formatTime(consumed.createdAt)}</time>
-              </Link>
-              {typeof consumed.payload?.by === "string" && <span className="muted"> by {consumed.payload.by}</span>}
+              <time dateTime={isoTime(c.consumedAt)}>{formatTime(c.consumedAt)}</time>
             </dd>
           </>
-        ) : (
-          c?.consumedAt && (
-            <>
-              <dt>Consumed</dt>
-              <dd>
-                <time dateTime={isoTime(c.consumedAt)}>{formatTime(c.consumedAt)}</time>
-              </dd>
-            </>
-          )
-        )}
-      </dl>
-    </>
+        )
+      )}
+    </dl>
   );
 }
 

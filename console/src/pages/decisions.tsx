@@ -1,4 +1,4 @@
-import { useEffect, useId, useState, type FormEvent } from "react";
+import { Fragment, useEffect, useId, useState, type FormEvent, type ReactNode } from "react";
 import { DecisionStatus, Outcome } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { useDecisionPage, type DecisionFilter } from "../api/decisions";
 import { useDryRunAgents } from "../api/policies";
@@ -33,6 +33,20 @@ function filterToUrl(f: DecisionFilter): void {
   if (f.pageSize !== DEFAULT_PAGE_SIZE) q.set("page_size", String(f.pageSize));
   const search = q.toString();
   history.replaceState(null, "", `${BASE}/decisions${search ? `?${search}` : ""}`);
+}
+
+/** A snake_case word that may break after its underscores (and nowhere else) in a narrow column. */
+function breakable(word: string): ReactNode {
+  return word.split("_").map((part, i) => (
+    <Fragment key={i}>
+      {i > 0 && (
+        <>
+          _<wbr />
+        </>
+      )}
+      {part}
+    </Fragment>
+  ));
 }
 
 /** The status a decision shows in the list: PENDING or RESOLVED for a review, "final" otherwise. */
@@ -155,7 +169,7 @@ export function DecisionsPage() {
           <p className="empty">{filtered ? "No decision matches this filter." : "No decision yet: they appear here once agents submit Intents."}</p>
         ) : (
           <div className="table-wrap" tabIndex={0} role="group" aria-label="Decisions (scrollable)">
-            <table data-testid="decisions">
+            <table data-testid="decisions" className="decision-table">
               <thead>
                 <tr>
                   <th scope="col">Decision</th>
@@ -173,7 +187,7 @@ export function DecisionsPage() {
                   <tr key={d.decisionId} data-decision-id={d.decisionId}>
                     <th scope="row">
                       <Link to={`/decisions/${encodeURIComponent(d.decisionId)}`}>
-                        <code>{d.decisionId}</code>
+                        <code className="nowrap">{d.decisionId}</code>
                       </Link>
                     </th>
                     <td>
@@ -183,11 +197,11 @@ export function DecisionsPage() {
                     </td>
                     <td data-testid="row-status">{statusText(d.outcome, d.status)}</td>
                     <td>
-                      <code>{d.action}</code>
+                      <code>{breakable(d.action)}</code>
                     </td>
                     <td className="nowrap">{formatAmount(d.intent) || "—"}</td>
                     <td>
-                      <code>{d.reason}</code>
+                      <code>{breakable(d.reason)}</code>
                     </td>
                     <td>{names.get(d.agentId) ?? <code>{d.agentId}</code>}</td>
                     <td className="nowrap">
