@@ -7,7 +7,7 @@ import { describeFailure } from "../api/errors";
 import { useCan, usePermissions, usePrincipal } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
-import { Field, fieldError, PublicKeyField, wirePublicKey } from "../components/public-key-field";
+import { fieldError, LabelFields, PublicKeyField, wirePublicKey } from "../components/agent-fields";
 import { formatTime, isoTime } from "../format";
 import { StatePill, stateName } from "./agents";
 import "../authoring.css";
@@ -331,14 +331,12 @@ function Labels({ agent: a }: { agent: Agent }) {
   const id = useId();
   const canAdmin = useCan("AGENT_ADMIN");
   const update = useUpdateAgent();
-  const [owner, setOwner] = useState(a.owner);
-  const [businessUnit, setBusinessUnit] = useState(a.businessUnit);
-  const [environment, setEnvironment] = useState(a.environment);
+  const [labels, setLabels] = useState({ owner: a.owner, businessUnit: a.businessUnit, environment: a.environment });
   if (!canAdmin) return null;
   const fields = update.error ? describeFailure(update.error).fields : undefined;
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    update.mutate({ agentId: a.agentId, owner, businessUnit, environment });
+    update.mutate({ agentId: a.agentId, ...labels });
   };
   return (
     <form className="card" onSubmit={submit} noValidate aria-labelledby={`${id}-h`}>
@@ -346,17 +344,7 @@ function Labels({ agent: a }: { agent: Agent }) {
         Responsibility labels
       </h2>
       <p className="muted small">Labels say who answers for the agent; they grant nothing. A changed owner is recorded as a transfer.</p>
-      <div className="form-grid">
-        <div>
-          <Field label="Owner" value={owner} onChange={setOwner} error={fieldError(fields, "owner")} />
-        </div>
-        <div>
-          <Field label="Business unit" value={businessUnit} onChange={setBusinessUnit} error={fieldError(fields, "business_unit")} />
-        </div>
-        <div>
-          <Field label="Environment" value={environment} onChange={setEnvironment} error={fieldError(fields, "environment")} />
-        </div>
-      </div>
+      <LabelFields values={labels} onChange={setLabels} fields={fields} />
       <button type="submit" disabled={update.isPending}>
         Save labels
       </button>

@@ -1,5 +1,5 @@
-import { lazy, Suspense, type ReactNode } from "react";
-import { Loading } from "../components/api-error";
+import { lazy, type ReactNode } from "react";
+import { Deferred } from "../components/deferred";
 
 /*
  * The agents pages, each loaded when first opened (see authoring-routes.tsx).
@@ -8,20 +8,6 @@ import { Loading } from "../components/api-error";
 const Agents = lazy(() => import("./agents").then((m) => ({ default: m.AgentsPage })));
 const Agent = lazy(() => import("./agent").then((m) => ({ default: m.AgentPage })));
 const RegisterAgent = lazy(() => import("./register-agent").then((m) => ({ default: m.RegisterAgentPage })));
-
-function Deferred({ children }: { children: ReactNode }) {
-  return (
-    <Suspense
-      fallback={
-        <main>
-          <Loading what="the page" />
-        </main>
-      }
-    >
-      {children}
-    </Suspense>
-  );
-}
 
 /** A path segment decoded; a malformed escape is kept as typed (the API then answers not found). */
 function decoded(segment: string): string {

@@ -1,5 +1,5 @@
-import { lazy, Suspense, type ReactNode } from "react";
-import { Loading } from "../components/api-error";
+import { lazy, type ReactNode } from "react";
+import { Deferred } from "../components/deferred";
 
 /*
  * The governance and policies pages, each loaded when first opened: the graph layout (dagre) and
@@ -17,20 +17,6 @@ const DryRun = lazy(() => import("./dry-run").then((m) => ({ default: m.DryRunPa
 
 /** A policy key in a path ([a-z][a-z0-9_-]{0,62}, policies.proto). */
 const KEY = "([a-z][a-z0-9_-]{0,62})";
-
-function Deferred({ children }: { children: ReactNode }) {
-  return (
-    <Suspense
-      fallback={
-        <main>
-          <Loading what="the page" />
-        </main>
-      }
-    >
-      {children}
-    </Suspense>
-  );
-}
 
 /** The page at `path` if it is one of governance's or policies', else null. */
 export function authoringPage(path: string): ReactNode {

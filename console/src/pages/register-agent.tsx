@@ -4,7 +4,7 @@ import { describeFailure } from "../api/errors";
 import { usePermissions } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
-import { Field, fieldError, PublicKeyField, wirePublicKey } from "../components/public-key-field";
+import { Field, fieldError, LabelFields, PublicKeyField, wirePublicKey } from "../components/agent-fields";
 import { navigate } from "../router";
 import "../authoring.css";
 import "../agents.css";
@@ -37,9 +37,7 @@ function RegisterForm() {
   const [name, setName] = useState("");
   const [principalId, setPrincipalId] = useState("");
   const [publicKey, setPublicKey] = useState("");
-  const [owner, setOwner] = useState("");
-  const [businessUnit, setBusinessUnit] = useState("");
-  const [environment, setEnvironment] = useState("");
+  const [labels, setLabels] = useState({ owner: "", businessUnit: "", environment: "" });
   const fields = register.error ? describeFailure(register.error).fields : undefined;
   const principalError = fieldError(fields, "acting_for_principal_id");
   const list = (principals.data?.pages ?? []).flatMap((p) => p.principals);
@@ -51,9 +49,9 @@ function RegisterForm() {
         actingForPrincipalId: principalId,
         publicKey: wirePublicKey(publicKey),
         // A label left empty claims nothing (a repeated registration need not repeat it).
-        owner: owner || undefined,
-        businessUnit: businessUnit || undefined,
-        environment: environment || undefined,
+        owner: labels.owner || undefined,
+        businessUnit: labels.businessUnit || undefined,
+        environment: labels.environment || undefined,
       },
       { onSuccess: (agent) => navigate(`/agents/${encodeURIComponent(agent.agentId)}`) },
     );
@@ -102,17 +100,9 @@ function RegisterForm() {
         </>
       )}
       <PublicKeyField label="Public key" value={publicKey} onChange={setPublicKey} error={fieldError(fields, "public_key")} />
-      <fieldset className="form-grid plain">
+      <fieldset className="plain">
         <legend>Responsibility labels (optional)</legend>
-        <div>
-          <Field label="Owner" value={owner} onChange={setOwner} error={fieldError(fields, "owner")} />
-        </div>
-        <div>
-          <Field label="Business unit" value={businessUnit} onChange={setBusinessUnit} error={fieldError(fields, "business_unit")} />
-        </div>
-        <div>
-          <Field label="Environment" value={environment} onChange={setEnvironment} error={fieldError(fields, "environment")} />
-        </div>
+        <LabelFields values={labels} onChange={setLabels} fields={fields} />
       </fieldset>
       <div className="actions">
         <button type="submit" disabled={register.isPending}>

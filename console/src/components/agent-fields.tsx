@@ -2,7 +2,8 @@ import { useId } from "react";
 import type { FieldError } from "../../../src/gen/mandate/v1/errors_pb.js";
 
 /*
- * The public key an agent is registered with, as the API takes it: `ed25519:base64:<standard
+ * The fields of the agent forms (register, rotate the key, relabel), each with the API's field
+ * error under it. The public key an agent is registered with, as the API takes it: `ed25519:base64:<standard
  * base64 of 32 bytes>` (agents.proto). A PEM public key (`openssl pkey -pubout` of an Ed25519
  * key) is accepted too and turned into that form here; anything else goes to the API as typed,
  * which refuses it with a field error on `public_key`, shown under the field.
@@ -86,5 +87,30 @@ export function PublicKeyField(props: { label: string; value: string; onChange: 
       className="public-key"
       help="ed25519:base64:<standard base64 of the 32-byte key> (what the Mandate clients print), or an Ed25519 PEM public key (-----BEGIN PUBLIC KEY-----). Only the public key: the private key never leaves the agent."
     />
+  );
+}
+
+/** The three responsibility labels, side by side, each with its field error. */
+export function LabelFields({
+  values,
+  onChange,
+  fields,
+}: {
+  values: { owner: string; businessUnit: string; environment: string };
+  onChange: (values: { owner: string; businessUnit: string; environment: string }) => void;
+  fields: FieldError[] | undefined;
+}) {
+  return (
+    <div className="form-grid">
+      <div>
+        <Field label="Owner" value={values.owner} onChange={(owner) => onChange({ ...values, owner })} error={fieldError(fields, "owner")} />
+      </div>
+      <div>
+        <Field label="Business unit" value={values.businessUnit} onChange={(businessUnit) => onChange({ ...values, businessUnit })} error={fieldError(fields, "business_unit")} />
+      </div>
+      <div>
+        <Field label="Environment" value={values.environment} onChange={(environment) => onChange({ ...values, environment })} error={fieldError(fields, "environment")} />
+      </div>
+    </div>
   );
 }
