@@ -14,6 +14,7 @@
 // Prints a table and the ratios Mandate/OPA and Mandate/Cerbos, and writes both as JSON and
 // markdown to bench/results/peers-<time>.{json,md} and peers-latest.{json,md}.
 //   PEERS_DURATION=10s PEERS_WARMUP=2s PEERS_RATE=<per second> PEERS_SYSTEMS=mandate-v1,mandate-grpc,opa,cerbos
+//   PEERS_GRPC_DEADLINE=20s (ghz sends no grpc-timeout by default here)
 import { execFile } from "node:child_process";
 import { randomUUID, sign } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -58,6 +59,8 @@ const ACTING = 32;
 const PRESIGN_RATE = Number(process.env.PEERS_PRESIGN_RATE ?? 8_000);
 const CERBOS_BIN = process.env.PEERS_CERBOS_BIN ?? path.join(repoRoot, ".tools/cerbos/cerbos");
 const GRPC_LOAD_BIN = process.env.PEERS_GRPC_LOAD_BIN ?? path.join(repoRoot, ".tools/bin/peers-grpc-load");
+/** A deadline on each gRPC call (e.g. 20s, ghz's default), which takes the service's general gRPC path; none by default. */
+const GRPC_DEADLINE = process.env.PEERS_GRPC_DEADLINE ?? "0s";
 const selected = (process.env.PEERS_SYSTEMS ?? SYSTEMS.join(",")).split(",").map((s) => s.trim());
 for (const s of selected) if (!(SYSTEMS as readonly string[]).includes(s)) throw new Error(`PEERS_SYSTEMS: unknown system "${s}" (known: ${SYSTEMS.join(", ")})`);
 let rate = process.env.PEERS_RATE === undefined ? undefined : Number(process.env.PEERS_RATE);
@@ -131,7 +134,8 @@ async function wrk(url: string, file: string, duration: number): Promise<LoadFig
 
 /** ghz (bench/peers/grpc-load) against SubmitIntent: 32 concurrent calls on one connection, the Intents of `file` in turn. */
 async function ghz(baseUrl: string, file: string, duration: number): Promise<LoadFigures> {
-  const { stdout } = await run(GRPC_LOAD_BIN, ["-host", new URL(baseUrl).host, "-intents", file, "-c", String(CONNECTIONS), "-duration", `${duration}s`], { maxBuffer: 64 << 20 });
+  const args = ["-host", new URL(baseUrl).host, "-intents", file, "-c", String(CONNECTIONS), "-duration", `${duration}s`, "-deadline", GRPC_DEADLINE];
+  const { stdout } = await run(GRPC_LOAD_BIN, args, { maxBuffer: 64 << 20 });
   const r = JSON.parse(stdout);
   const at = (p: number) => (r.latencyDistribution ?? []).find((d: { percentage: number }) => d.percentage === p)?.latency / 1e6;
   const ok = r.statusCodeDistribution?.OK ?? 0;

@@ -3,7 +3,7 @@
 // metadata, which Mandate refuses as a replay after the first call: every Intent needs its own
 // nonce and signature. Here request n sends line n of a file of pre-signed Intents.
 //
-//	peers-grpc-load -host 127.0.0.1:PORT -intents FILE -c 32 -duration 10s [-rps N]
+//	peers-grpc-load -host 127.0.0.1:PORT -intents FILE -c 32 -duration 10s [-rps N] [-deadline 20s]
 //
 // Each line of FILE is "key id <TAB> signature <TAB> intent JSON". Prints ghz's report as
 // JSON on stdout; a request past the end of the file is an error, never a replay.
@@ -35,6 +35,9 @@ func main() {
 	connections := flag.Uint("connections", 1, "HTTP/2 connections")
 	duration := flag.Duration("duration", 10*time.Second, "how long to run")
 	rps := flag.Uint("rps", 0, "calls per second (0: as fast as the service answers)")
+	// No deadline by default, as bench/intents.ts's client: a call with a grpc-timeout header
+	// takes the service's general gRPC path (connect-node) instead of its unary fast path.
+	deadline := flag.Duration("deadline", 0, "per-call deadline sent as grpc-timeout (0: none)")
 	flag.Parse()
 	if *host == "" || *file == "" {
 		fail("usage: peers-grpc-load -host HOST:PORT -intents FILE [-c 32] [-duration 10s] [-rps N]")
@@ -51,7 +54,7 @@ func main() {
 		// Calls in flight when the time is up finish and count, as wrk's do.
 		runner.WithDurationStopAction("wait"),
 		runner.WithRPS(*rps),
-		runner.WithTimeout(20 * time.Second),
+		runner.WithTimeout(*deadline),
 		runner.WithBinaryDataFunc(func(_ *desc.MethodDescriptor, cd *runner.CallData) []byte {
 			if cd.RequestNumber >= int64(len(intents)) {
 				return nil // an empty SubmitIntentRequest: refused (invalid_argument), counted as an error
