@@ -12,7 +12,8 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
  * search; its page shows its principal, labels, certificate, heartbeat and audit trail, and only
  * the transitions its state allows: activate, suspend, reactivate, then revoke, cancelled once in
  * its confirmation dialog (by the keyboard) and confirmed the second time. The key is rotated by
- * pasting a PEM public key. A key without AGENT_ADMIN sees no write, with the reason. Every page
+ * pasting a PEM public key. A key without AGENT_ADMIN sees no write, with the reason; with 102
+ * agents the list shows a page and loads the next on request, and a search reads both. Every page
  * is screenshotted (console/test-output/agents/) and checked by axe-core, then again at phone width.
  */
 
@@ -224,9 +225,22 @@ describe("the console's agents pages", () => {
       expect(await page.getByRole("button", { name: "Save labels" }).count()).toBe(0);
       await expect.poll(() => kinds(page)).toEqual(["agent.registered", "agent.activated"]);
       await checkPage(page, RUN, "12-agent-read-only");
+      // Pagination: 100 more agents make two pages. A search reads every page; otherwise one more page a click.
+      const register = async (n: string) => admin.registerAgent({ name: n, principal_id: pat.principal_id, key: await AgentKey.generate() });
+      for (let i = 0; i < 98; i += 14) await Promise.all(Array.from({ length: 14 }, (_, j) => register(`bulk-${i + j}-${suffix}`)));
+      await register(`late-1-${suffix}`);
+      await register(`late-2-${suffix}`);
+      await page.goto(`/console/agents?q=late-`);
+      await expect.poll(() => page.getByTestId("agent-count").textContent()).toBe("2 of 102 agents match");
+      expect(await page.getByTestId("agents").locator("tbody tr th a").allTextContents()).toEqual([`late-1-${suffix}`, `late-2-${suffix}`]);
       await page.goto("/console/agents");
+      await expect.poll(() => page.getByTestId("agent-count").textContent()).toBe("100 agents; more to load");
+      await page.getByRole("button", { name: "Show more agents" }).click();
+      await expect.poll(() => page.getByTestId("agent-count").textContent()).toBe("102 agents");
+      expect(await page.getByRole("button", { name: "Show more agents" }).count()).toBe(0);
       await page.locator(`[data-agent-id="${agentId}"]`).waitFor();
       expect(await page.getByRole("link", { name: "Register an agent" }).count()).toBe(0);
+      expect(await page.getByTestId("no-admin").textContent()).toContain("This key lacks AGENT_ADMIN");
       await page.goto("/console/agents/new");
       await page.getByText("This key lacks AGENT_ADMIN: it cannot register agents.").waitFor();
 

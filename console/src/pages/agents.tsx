@@ -2,7 +2,7 @@ import { useEffect, useId, useMemo, useState } from "react";
 import { AgentState, type Agent } from "../../../src/gen/mandate/v1/agents_pb.js";
 import type { Principal } from "../../../src/gen/mandate/v1/principals_pb.js";
 import { useAgentPages, usePrincipalPages } from "../api/agents";
-import { useCan } from "../api/hooks";
+import { usePermissions } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
 import { formatTime, isoTime } from "../format";
@@ -65,7 +65,8 @@ function writeFilters(state: string, q: string): void {
  */
 export function AgentsPage() {
   const id = useId();
-  const canAdmin = useCan("AGENT_ADMIN");
+  const permissions = usePermissions();
+  const canAdmin = permissions.data?.has("AGENT_ADMIN") ?? false;
   const agents = useAgentPages();
   const principals = usePrincipalIndex();
   const [state, setState] = useState(() => readFilters().state);
@@ -88,12 +89,18 @@ export function AgentsPage() {
         Agents are identities with a lifecycle: registered → active ⇄ suspended, and revoked or retired for good. Registration grants no authority; an agent
         acts for one principal, within that principal&apos;s authority.
       </p>
-      {canAdmin && (
+      {canAdmin ? (
         <p className="actions">
           <Link to="/agents/new" className="button-link">
             Register an agent
           </Link>
         </p>
+      ) : (
+        permissions.data && (
+          <p className="muted small" data-testid="no-admin">
+            This key lacks AGENT_ADMIN: it can read the agents but not register them or change their state.
+          </p>
+        )
       )}
       <form className="card filters" role="search" aria-label="Filter agents" onSubmit={(e) => e.preventDefault()}>
         <div>
