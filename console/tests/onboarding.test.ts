@@ -179,6 +179,8 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("graph-approver").textContent()).toBe(approver.key_id);
       await page.getByRole("button", { name: "Publish" }).click();
       await expect.poll(() => page.getByTestId("graph-state").textContent()).toBe("active");
+      await page.getByText("Published: this version is now active.").waitFor();
+      expect(await page.getByText("it can now be published").count()).toBe(0);
       await checkPage(page, run, "14-graph-version-published");
       await navTo(page, "Policies");
       await page.getByTestId("policies").getByRole("link", { name: "payments" }).click();
@@ -235,9 +237,11 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("resolved-by").textContent()).toBe(sandboxKeyId);
       await checkPage(page, run, "21-review-resolved");
 
-      // 8. The decision's page checks its evidence signature in the browser against the JWKS.
+      // 8. The decision's page, resolved too, checks its evidence signature in the browser against the JWKS.
       await page.getByRole("link", { name: "Decision and evidence record" }).click();
       await page.waitForURL(`**/console/decisions/${encodeURIComponent(decision.decision_id)}`);
+      await expect.poll(() => page.getByTestId("status").textContent()).toBe("RESOLVED");
+      expect(await page.getByTestId("resolved-by").textContent()).toBe(sandboxKeyId);
       const verified = page.getByRole("status").filter({ hasText: /^Signature verified$/ });
       await verified.waitFor();
       expect(await verified.textContent()).toBe("Signature verified");

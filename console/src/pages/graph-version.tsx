@@ -105,7 +105,8 @@ function Lifecycle({ v }: { v: AuthorityGraph }) {
       {v.state === GraphVersionState.ACTIVE && <p className="ok">Active: the organization&apos;s decisions are evaluated against this version.</p>}
       <ApiError error={approve.error} title="Approval was refused" />
       <ApiError error={publish.error} title="Publishing was refused" />
-      {approve.isSuccess && <p role="status">Approved; it can now be published.</p>}
+      {/* Once published, "it can now be published" would be stale. */}
+      {approve.isSuccess && v.state === GraphVersionState.APPROVED && <p role="status">Approved; it can now be published.</p>}
       {publish.isSuccess && <p role="status">Published: this version is now active.</p>}
     </div>
   );
