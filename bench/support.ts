@@ -582,6 +582,15 @@ export interface BenchAgent {
   privateKey: KeyObject;
 }
 
+/** Registers and activates an agent named `name` of `org` (as POST /v1/organizations answered it), acting for `principalId`, with a new key. */
+export async function createAgent(client: HttpClient, org: { organization_id: string; api_key: string }, principalId: string, name: string): Promise<BenchAgent> {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+  const agent = await client.json("POST", "/v1/agents", { name, acting_for_principal_id: principalId, public_key: `ed25519:base64:${raw.toString("base64")}` }, org.api_key);
+  await client.json("POST", `/v1/agents/${agent.agent_id}/activate`, {}, org.api_key);
+  return { organizationId: org.organization_id, apiKey: org.api_key, agentId: agent.agent_id, certificateId: agent.certificate_id, privateKey };
+}
+
 /** Creates `orgs` organizations (operator key) with `agentsPerOrg` active agents each. */
 export async function createAgents(client: HttpClient, operatorKey: string, orgs: number, agentsPerOrg: number): Promise<BenchAgent[]> {
   const all: BenchAgent[] = [];
@@ -589,18 +598,7 @@ export async function createAgents(client: HttpClient, operatorKey: string, orgs
     Array.from({ length: orgs }, async (_, o) => {
       const org = await client.json("POST", "/v1/organizations", { name: `bench org ${o} ${randomUUID().slice(0, 6)}` }, undefined, { "x-service-operator-key": operatorKey });
       const principal = await client.json("POST", "/v1/principals", { display_name: `Bench ${o}`, kind: "person" }, org.api_key);
-      for (let a = 0; a < agentsPerOrg; a++) {
-        const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-        const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
-        const agent = await client.json(
-          "POST",
-          "/v1/agents",
-          { name: `bench-${o}-${a}`, acting_for_principal_id: principal.principal_id, public_key: `ed25519:base64:${raw.toString("base64")}` },
-          org.api_key,
-        );
-        await client.json("POST", `/v1/agents/${agent.agent_id}/activate`, {}, org.api_key);
-        all.push({ organizationId: org.organization_id, apiKey: org.api_key, agentId: agent.agent_id, certificateId: agent.certificate_id, privateKey });
-      }
+      for (let a = 0; a < agentsPerOrg; a++) all.push(await createAgent(client, org, principal.principal_id, `bench-${o}-${a}`));
     }),
   );
   return all;

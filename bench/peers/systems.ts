@@ -3,13 +3,13 @@
 // `opa run --server` over the Rego module and data document, and the Cerbos PDP over the
 // resource policy. Also what /proc says about a process tree: CPU time and peak RSS.
 import { spawn, type ChildProcess } from "node:child_process";
-import { generateKeyPairSync, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { opaPath } from "../../src/policy/opa.js";
-import { freePort, HttpClient, type BenchAgent } from "../support.js";
+import { createAgent, freePort, HttpClient, type BenchAgent } from "../support.js";
 import { cerbosPolicy, mandateGraph, mandatePolicySource, opaData, opaRego, PRINCIPALS } from "./policy.js";
 
 /** A process's stat fields after "(comm) ": ppid is the 2nd, utime and stime the 12th and 13th (clock ticks, USER_HZ 100). */
@@ -157,19 +157,6 @@ export async function setUpMandateOrg(client: HttpClient, operatorKey: string, a
   ];
   for (const [route, body, bearer] of steps) await client.json("POST", route, body, bearer);
   const agents = new Map<string, BenchAgent>();
-  await Promise.all(
-    acting.map(async (ref, a) => {
-      const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-      const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
-      const agent = await client.json(
-        "POST",
-        "/v1/agents",
-        { name: `peers-${a}`, acting_for_principal_id: principalIds.get(ref), public_key: `ed25519:base64:${raw.toString("base64")}` },
-        org.api_key,
-      );
-      await client.json("POST", `/v1/agents/${agent.agent_id}/activate`, {}, org.api_key);
-      agents.set(ref, { organizationId: org.organization_id, apiKey: org.api_key, agentId: agent.agent_id, certificateId: agent.certificate_id, privateKey });
-    }),
-  );
+  await Promise.all(acting.map(async (ref, a) => agents.set(ref, await createAgent(client, org, principalIds.get(ref)!, `peers-${a}`))));
   return agents;
 }
