@@ -12,7 +12,9 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
  * search; its page shows its principal, labels, certificate, heartbeat and audit trail, and only
  * the transitions its state allows: activate, suspend, reactivate, then revoke, cancelled once in
  * its confirmation dialog (by the keyboard) and confirmed the second time. The key is rotated by
- * pasting a PEM public key. A key without AGENT_ADMIN sees no write, with the reason; with 102
+ * pasting a PEM public key. A transition the agent's state no longer allows (changed elsewhere
+ * while the page was open) is refused with the API's error and the page reads the agent again.
+ * A key without AGENT_ADMIN sees no write, with the reason; with 102
  * agents the list shows a page and loads the next on request, and a search reads both. Every page
  * is screenshotted (console/test-output/agents/) and checked by axe-core, then again at phone width.
  */
@@ -200,6 +202,19 @@ describe("the console's agents pages", () => {
       expect((await admin.getAgent(agentId)).state).toBe("revoked");
       await checkPage(page, RUN, "08-agent-revoked");
 
+      // A page left open while the agent changed elsewhere: the API refuses, the page says so and reads the agent again.
+      await page.goto(`/console/agents/${ledger.agent_id}`);
+      await expectState(page, "active", ["Suspend", "Revoke", "Retire"]);
+      await admin.suspend(ledger.agent_id);
+      await page.getByRole("button", { name: "Suspend" }).click();
+      const refused = page.getByRole("alert").filter({ hasText: "Suspend was refused" });
+      await refused.waitFor();
+      expect(await refused.textContent()).toContain("invalid_transition");
+      await expectState(page, "suspended", ["Reactivate", "Revoke", "Retire"]);
+      await page.getByRole("button", { name: "Reactivate" }).click();
+      await expectState(page, "active", ["Suspend", "Revoke", "Retire"]);
+      expect(await page.getByRole("alert").count()).toBe(0);
+
       // Phone width: the list, an agent, the registration form.
       await page.setViewportSize({ width: 390, height: 844 });
       for (const [path, heading, shot] of [
@@ -223,7 +238,7 @@ describe("the console's agents pages", () => {
       expect(await page.getByTestId("no-admin").textContent()).toContain("This key lacks AGENT_ADMIN");
       expect(await transitionButtons(page)).toEqual([]);
       expect(await page.getByRole("button", { name: "Save labels" }).count()).toBe(0);
-      await expect.poll(() => kinds(page)).toEqual(["agent.registered", "agent.activated"]);
+      await expect.poll(() => kinds(page)).toEqual(["agent.registered", "agent.activated", "agent.suspended", "agent.reactivated"]);
       await checkPage(page, RUN, "12-agent-read-only");
       // Pagination: 100 more agents make two pages. A search reads every page; otherwise one more page a click.
       const register = async (n: string) => admin.registerAgent({ name: n, principal_id: pat.principal_id, key: await AgentKey.generate() });

@@ -61,18 +61,21 @@ export function useRegisterAgent() {
 
 /**
  * One lifecycle call; 409 invalid_transition when the agent's state no longer allows it (the
- * agent is then read again). `onDone` is told here, not by `mutate`: the button that called is
- * gone once the agent's new state renders, and `mutate`'s callbacks die with it.
+ * agent is then read again). The outcome is told to `on`, not to `mutate`'s callbacks: the
+ * button that called is gone once the agent's new state renders, and those die with it.
  */
-export function useTransitionAgent(method: TransitionMethod, onDone: (agent: Agent) => void) {
+export function useTransitionAgent(method: TransitionMethod, on: { done: (agent: Agent) => void; refused: (error: unknown) => void }) {
   const changed = useAgentChanged();
   const queryClient = useQueryClient();
   return useMutation(method, {
     onSuccess: (agent) => {
-      onDone(agent);
+      on.done(agent);
       return changed(agent);
     },
-    onError: () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: M.getAgent, cardinality: undefined }) }),
+    onError: (error) => {
+      on.refused(error);
+      return queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: M.getAgent, cardinality: undefined }) });
+    },
   });
 }
 

@@ -155,6 +155,7 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
   const permissions = usePermissions();
   const [reason, setReason] = useState("");
   const [done, setDone] = useState("");
+  const [refusal, setRefusal] = useState<{ label: string; error: unknown } | null>(null);
   const doneRef = useRef<HTMLParagraphElement>(null);
   // The button pressed is gone with the state it belonged to: the focus goes to what happened.
   useEffect(() => {
@@ -192,22 +193,30 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
                 agent={a}
                 transition={t}
                 reason={reason}
-                onDone={(after) => {
-                  setReason("");
-                  setDone(`${t.past}: the agent is now ${stateName(after.state)}.`);
+                on={{
+                  done: (after) => {
+                    setReason("");
+                    setRefusal(null);
+                    setDone(`${t.past}: the agent is now ${stateName(after.state)}.`);
+                  },
+                  refused: (error) => {
+                    setDone("");
+                    setRefusal({ label: t.label, error });
+                  },
                 }}
               />
             ))}
           </div>
         </div>
       )}
+      {refusal && <ApiError error={refusal.error} title={`${refusal.label} was refused`} />}
     </section>
   );
 }
 
-function TransitionButton({ agent: a, transition: t, reason, onDone }: { agent: Agent; transition: Transition; reason: string; onDone: (a: Agent) => void }) {
+function TransitionButton({ agent: a, transition: t, reason, on }: { agent: Agent; transition: Transition; reason: string; on: Parameters<typeof useTransitionAgent>[1] }) {
   const id = useId();
-  const mutation = useTransitionAgent(t.method, onDone);
+  const mutation = useTransitionAgent(t.method, on);
   const dialog = useRef<HTMLDialogElement>(null);
   const run = () => mutation.mutate({ agentId: a.agentId, reason });
   return (
@@ -243,7 +252,6 @@ function TransitionButton({ agent: a, transition: t, reason, onDone }: { agent: 
           </div>
         </dialog>
       )}
-      <ApiError error={mutation.error} title={`${t.label} was refused`} />
     </>
   );
 }
