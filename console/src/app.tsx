@@ -1,6 +1,7 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, type ReactNode } from "react";
 import { useOrganization, usePermissions } from "./api/hooks";
+import { Gate } from "./components/gate";
 import { Link } from "./components/link";
 import { agentsPage, agentsTitle } from "./pages/agents-routes";
 import { authoringPage, authoringTitle } from "./pages/authoring-routes";
@@ -75,23 +76,6 @@ function Page({ path }: { path: string }): ReactNode {
       </p>
     </main>
   );
-}
-
-/** Renders a page only for keys holding `permission`; says so otherwise. */
-function Gate({ permission, children }: { permission: "DECISION_READ"; children: ReactNode }) {
-  const permissions = usePermissions();
-  if (permissions.isPending) return null;
-  if (permissions.data && !permissions.data.has(permission)) {
-    return (
-      <main>
-        <h1>Not available to this key</h1>
-        <p>
-          This page needs the <code>{permission}</code> permission, which this key does not hold.
-        </p>
-      </main>
-    );
-  }
-  return children;
 }
 
 function Header() {

@@ -3,7 +3,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity, type Decision } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, tabTo } from "./browser.js";
+import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, tabTo } from "./browser.js";
 
 /*
  * Issue 22, "Decisions and evidence", in Debian's Chromium against a real service. An
@@ -38,6 +38,7 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
     admin.createPrincipal({ display_name: `Dana Decisions ${suffix}`, kind: "person", external_ref: `dana-${suffix}` }),
     admin.createApiKey("approver", ["POLICY_APPROVER", "REVIEWER"]),
   ]);
+  const readerKey = await admin.createApiKey("decision reader", ["DECISION_READ"]);
   const approver = admin.withApiKey(approverKey.api_key);
   await admin.createPolicy(
     "payments",
@@ -85,7 +86,7 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
   for (const d of allows) expect(d.outcome).toBe("ALLOW");
   for (const d of denies) expect(d).toMatchObject({ outcome: "DENY", reason: "amount_over_hard_cap" });
   expect([consumedAllow.outcome, approved.outcome, pending.outcome]).toEqual(["ALLOW", "HUMAN_REVIEW", "HUMAN_REVIEW"]);
-  return { allows, denies, consumedAllow, approved, pending, clerkName, clerkId: clerk.agent_id, capName, capperId: capper.agent_id, total: 13 };
+  return { allows, denies, consumedAllow, approved, pending, clerkName, clerkId: clerk.agent_id, capName, capperId: capper.agent_id, total: 13, readerKey: readerKey.api_key };
 }
 
 beforeAll(async () => {
@@ -252,6 +253,18 @@ describe("the decisions and evidence pages", () => {
       await refusal.waitFor();
       expect(await refusal.textContent()).toContain("not_found");
       await checkPage(page, run, "11-decision-not-found");
+
+      // A key holding DECISION_READ only: the decision, but neither its evidence nor an evidence page.
+      await signOut(page);
+      await signIn(page, data.readerKey);
+      await page.goto(`/console/decisions/${denies[1]!.decision_id}`);
+      await page.getByText("This key lacks EVIDENCE_READ").waitFor();
+      expect(await page.getByTestId("outcome").textContent()).toBe("DENY");
+      expect(await verdict(page).count()).toBe(0);
+      await checkPage(page, run, "12-decision-without-evidence-read");
+      await page.goto(`/console/evidence/${denies[1]!.evidence_id}`);
+      await page.getByRole("heading", { name: "Not available to this key" }).waitFor();
+      expect(await page.getByText("EVIDENCE_READ").count()).toBeGreaterThan(0);
       // 403 and 404 from the permission probes and the unknown id; 400 from a probe.
       expectCleanConsole(problems, [400, 403, 404]);
     } finally {

@@ -1,7 +1,7 @@
-import { lazy, Suspense, type ReactNode } from "react";
-import { usePermissions } from "../api/hooks";
+import { lazy, type ReactNode } from "react";
 import type { PermissionName } from "../api/permissions";
-import { Loading } from "../components/api-error";
+import { Deferred } from "../components/deferred";
+import { Gate } from "../components/gate";
 import { match } from "../router";
 
 /*
@@ -13,40 +13,22 @@ const Decisions = lazy(() => import("./decisions").then((m) => ({ default: m.Dec
 const Decision = lazy(() => import("./decision").then((m) => ({ default: m.DecisionPage })));
 const Evidence = lazy(() => import("./evidence").then((m) => ({ default: m.EvidencePage })));
 
-/** Loads the page, and renders it only for keys holding `permission`; says so otherwise. */
-function Deferred({ permission, children }: { permission: PermissionName; children: ReactNode }) {
-  const permissions = usePermissions();
-  if (permissions.isPending) return null;
-  if (permissions.data && !permissions.data.has(permission)) {
-    return (
-      <main>
-        <h1>Not available to this key</h1>
-        <p>
-          This page needs the <code>{permission}</code> permission, which this key does not hold.
-        </p>
-      </main>
-    );
-  }
+/** A page for keys holding `permission`, loaded when first opened. */
+function Guarded({ permission, children }: { permission: PermissionName; children: ReactNode }) {
   return (
-    <Suspense
-      fallback={
-        <main>
-          <Loading what="the page" />
-        </main>
-      }
-    >
-      {children}
-    </Suspense>
+    <Gate permission={permission}>
+      <Deferred>{children}</Deferred>
+    </Gate>
   );
 }
 
 /** The page at `path` if it is one of the decisions pages, else null. */
 export function decisionsPage(path: string): ReactNode {
-  if (path === "/decisions" || path === "/decisions/") return <Deferred permission="DECISION_READ"><Decisions /></Deferred>;
+  if (path === "/decisions" || path === "/decisions/") return <Guarded permission="DECISION_READ"><Decisions /></Guarded>;
   const decision = match("/decisions/:id", path);
-  if (decision) return <Deferred permission="DECISION_READ"><Decision key={decision.id} decisionId={decision.id!} /></Deferred>;
+  if (decision) return <Guarded permission="DECISION_READ"><Decision key={decision.id} decisionId={decision.id!} /></Guarded>;
   const evidence = match("/evidence/:id", path);
-  if (evidence) return <Deferred permission="EVIDENCE_READ"><Evidence key={evidence.id} evidenceId={evidence.id!} /></Deferred>;
+  if (evidence) return <Guarded permission="EVIDENCE_READ"><Evidence key={evidence.id} evidenceId={evidence.id!} /></Guarded>;
   return null;
 }
 
