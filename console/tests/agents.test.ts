@@ -11,12 +11,13 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
  * registered by pasting the key generated here; the list filters it by state and finds it by
  * search; its page shows its principal, labels, certificate, heartbeat and audit trail, and only
  * the transitions its state allows: activate, suspend, reactivate, then revoke, cancelled once in
- * its confirmation dialog (by the keyboard) and confirmed the second time. The key is rotated by
- * pasting a PEM public key. A transition the agent's state no longer allows (changed elsewhere
- * while the page was open) is refused with the API's error and the page reads the agent again.
- * A key without AGENT_ADMIN sees no write, with the reason; with 102
- * agents the list shows a page and loads the next on request, and a search reads both. Every page
- * is screenshotted (console/test-output/agents/) and checked by axe-core, then again at phone width.
+ * its confirmation dialog (by the keyboard) and confirmed the second time (retire asks too, and
+ * Escape dismisses it). The key is rotated by pasting a PEM public key. A transition the agent's
+ * state no longer allows (changed elsewhere while the page was open) is refused with the API's
+ * error and the page reads the agent again. A key without AGENT_ADMIN sees no write, with the
+ * reason; with 102 agents the list shows a page and loads the next on request, and a search reads
+ * both. Every page is screenshotted (console/test-output/agents/) and checked by axe-core, then
+ * again at phone width.
  */
 
 let svc: TestService;
@@ -187,6 +188,13 @@ describe("the console's agents pages", () => {
       await page.keyboard.press("Enter");
       await dialog.waitFor({ state: "hidden" });
       expect((await admin.getAgent(agentId)).state).toBe("active");
+      await expectState(page, "active", ["Suspend", "Revoke", "Retire"]);
+      // Retire asks too; Escape dismisses it.
+      await page.getByTestId("transitions").getByRole("button", { name: "Retire" }).click();
+      const retireDialog = page.getByRole("dialog", { name: `Retire agent ${name}?` });
+      await retireDialog.waitFor();
+      await page.keyboard.press("Escape");
+      await retireDialog.waitFor({ state: "hidden" });
       await expectState(page, "active", ["Suspend", "Revoke", "Retire"]);
       // The second time, confirmed: revoked for good, no transition offered.
       await revoke.click();
