@@ -254,7 +254,7 @@ describe("onboarding in the console", () => {
     }
   });
 
-  it("at 390×844: a fresh Intent in the onboarded organization reaches the live queue and is approved", async () => {
+  it("at 390×844: a fresh Intent in the onboarded organization reaches the live queue, is approved, its signature verified", async () => {
     if (!onboarded) throw new Error("the desktop run did not onboard the organization this run reuses");
     const { sandboxKey, sandboxKeyId, agent } = onboarded;
     const run = "onboarding-phone";
@@ -282,6 +282,9 @@ describe("onboarding in the console", () => {
       expect(await page.getByTestId("status").textContent()).toBe("RESOLVED");
       expect(await page.getByTestId("resolved-by").textContent()).toBe(sandboxKeyId);
       await checkPage(page, run, "05-review-resolved");
+      await page.getByRole("link", { name: "Decision and evidence record" }).click();
+      await page.getByRole("status").filter({ hasText: /^Signature verified$/ }).waitFor();
+      await checkPage(page, run, "06-decision-evidence");
       expectCleanConsole(problems, [400, 403, 404]);
     } finally {
       await context.close();
