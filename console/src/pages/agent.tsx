@@ -180,7 +180,7 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
       ) : permissions.isPending ? null : !canAdmin ? (
         <p className="muted small" data-testid="no-admin">
           This key lacks AGENT_ADMIN: it can read this agent but not change its state, labels or key. From {stateName(a.state)} an administrator may{" "}
-          {allowed.map((t) => t.label.toLowerCase()).join(", ")} it.
+          {new Intl.ListFormat("en", { type: "disjunction" }).format(allowed.map((t) => t.label.toLowerCase()))} it.
         </p>
       ) : (
         <div className="lifecycle-controls">
