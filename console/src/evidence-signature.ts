@@ -1,6 +1,7 @@
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import canonicalize from "canonicalize";
+import { Outcome, type Decision } from "../../src/gen/mandate/v1/decisions_pb.js";
 import type { EvidenceRecord } from "../../src/gen/mandate/v1/evidence_pb.js";
 
 /*
@@ -106,4 +107,27 @@ export async function checkEvidenceSignature(record: EvidenceRecord, jwks: KeySe
   const valid = await crypto.subtle.verify({ name: "Ed25519" }, key, signature, new TextEncoder().encode(record.digest));
   if (!valid) return { ok: false, canonical, reason: `the signature is not key ${record.kid}'s signature of the digest` };
   return { ok: true, digest, kid: record.kid, canonical };
+}
+
+/**
+ * What the decision as GetDecision shows it and its signed `decision` record disagree on, as
+ * field names; empty when they agree. The signature covers only the record, so this is what ties
+ * the facts on the page to it.
+ */
+export function decisionDisagreements(d: Decision, r: EvidenceRecord): string[] {
+  const p = r.payload ?? {};
+  const same = (a: unknown, b: unknown) => canonicalize(a ?? null) === canonicalize(b ?? null);
+  const checks: [string, boolean][] = [
+    ["kind", r.kind === "decision"],
+    ["decision_id", r.subjectId === d.decisionId && p.decision_id === d.decisionId],
+    ["outcome", p.outcome === Outcome[d.outcome]],
+    ["reason", p.reason === d.reason],
+    ["agent_id", p.agent_id === d.agentId],
+    ["intent", same(p.intent, d.intent)],
+    ["policy_versions", same(p.policy_versions, d.policyVersions)],
+    ["graph_version", (p.graph_version ?? 0) === d.graphVersion],
+    ["bundle_digest", (p.bundle_digest ?? "") === d.bundleDigest],
+    ["evaluated_at", d.evaluatedAt !== undefined && p.evaluated_at === timestampDate(d.evaluatedAt).toISOString()],
+  ];
+  return checks.filter(([, ok]) => !ok).map(([name]) => name);
 }

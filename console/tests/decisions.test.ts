@@ -184,6 +184,7 @@ describe("the decisions and evidence pages", () => {
       expect(await page.getByTestId("reason").textContent()).toBe("amount_over_hard_cap");
       expect(await waitForVerdict(page)).toBe("Signature verified");
       expect(await page.getByRole("status").filter({ hasText: /^Signature verified$/ }).count()).toBe(1);
+      expect(await page.getByTestId("record-match").textContent()).toMatch(/^✓ The record is this decision's/);
       expect(await page.getByTestId("evidence-kind").textContent()).toBe("decision");
       expect(await page.getByTestId("seq").textContent()).toMatch(/^seq \d+ of \d+/);
       await expect.poll(() => page.getByTestId("previous-record").textContent()).toContain("✓ its digest is this record's previous digest");
@@ -221,6 +222,7 @@ describe("the decisions and evidence pages", () => {
       await page.getByRole("heading", { name: `Decision ${approved.decision_id}` }).waitFor();
       expect(await page.getByTestId("resolution-value").textContent()).toBe("approved");
       expect(await waitForVerdict(page)).toBe("Signature verified");
+      expect(await page.getByTestId("record-match").textContent()).toMatch(/^✓/);
       await expect.poll(() => page.getByTestId("capability-state").textContent(), { timeout: 15_000 }).toBe("issued");
       await checkPage(page, run, "08-decision-review-approved");
 
@@ -235,6 +237,7 @@ describe("the decisions and evidence pages", () => {
       await tamper((r) => ((r.payload as Record<string, unknown>).reason = "within_limits"));
       await page.goto(`/console/decisions/${denies[1]!.decision_id}`);
       expect(await waitForVerdict(page)).toMatch(/^Signature invalid: the record's content hashes to [0-9a-f]{64}, not to the signed digest [0-9a-f]{64}$/);
+      expect(await page.getByTestId("record-match").textContent()).toBe("✗ The record differs from the decision shown above in: reason.");
       await checkPage(page, run, "09-decision-tampered-payload");
       await page.unrouteAll({ behavior: "wait" });
       // The content left alone, the signature itself altered: Ed25519 refuses it.

@@ -1,5 +1,5 @@
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
-import { Fragment, useEffect, useId, useState } from "react";
+import { Fragment, useEffect, useId, useState, type ReactNode } from "react";
 import { EvidenceRecordSchema, type EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
 import { useEvidenceAt, useJwks } from "../api/decisions";
 import { checkEvidenceSignature, prevDigestOf, type SignatureCheck } from "../evidence-signature";
@@ -131,8 +131,8 @@ function ChainPosition({ record }: { record: EvidenceRecord }) {
   );
 }
 
-/** One evidence record: what it says, its signature checked here, its place in the chain, and the record as received. */
-export function EvidenceRecordView({ record }: { record: EvidenceRecord }) {
+/** One evidence record: what it says, its signature checked here (with `children` after the verdict), its place in the chain, and the record as received. */
+export function EvidenceRecordView({ record, children }: { record: EvidenceRecord; children?: ReactNode }) {
   const id = useId();
   const decisionId = decisionOf(record);
   const payload = Object.entries(record.payload ?? {});
@@ -143,6 +143,7 @@ export function EvidenceRecordView({ record }: { record: EvidenceRecord }) {
           Signature
         </h2>
         <SignatureVerdict record={record} />
+        {children}
       </section>
       <section className="card" aria-labelledby={`${id}-rec`}>
         <h2 id={`${id}-rec`} className="h3">

@@ -8,6 +8,7 @@ import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
 import { EvidenceRecordView, evidencePath } from "../components/evidence-record";
 import { Link } from "../components/link";
+import { decisionDisagreements } from "../evidence-signature";
 import { formatTime, isoTime } from "../format";
 import { ResolutionCard } from "./review";
 import { statusText } from "./decisions";
@@ -99,11 +100,27 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         <>
           <CapabilityCard decision={d} record={evidence.data} />
           <ReconciliationCard decision={d} />
-          <EvidenceRecordView record={evidence.data} />
+          <EvidenceRecordView record={evidence.data}>
+            <RecordMatch decision={d} record={evidence.data} />
+          </EvidenceRecordView>
         </>
       )}
       {!evidence.data && <ReconciliationCard decision={d} />}
     </>
+  );
+}
+
+/** Whether the signed record says what the page shows of the decision (GetDecision's answer is not signed). */
+function RecordMatch({ decision, record }: { decision: Decision; record: EvidenceRecord }) {
+  const differ = decisionDisagreements(decision, record);
+  return differ.length === 0 ? (
+    <p className="link-ok" data-testid="record-match">
+      ✓ The record is this decision&apos;s: its id, outcome, reason, agent, Intent, policy versions and time are the ones shown above.
+    </p>
+  ) : (
+    <p className="link-bad" data-testid="record-match">
+      ✗ The record differs from the decision shown above in: {differ.join(", ")}.
+    </p>
   );
 }
 
