@@ -16,7 +16,6 @@
 //   PEERS_DURATION=10s PEERS_WARMUP=2s PEERS_RATE=<per second> PEERS_SYSTEMS=mandate-v1,mandate-grpc,opa,cerbos
 //   PEERS_GRPC_DEADLINE=20s (ghz sends no grpc-timeout by default here)
 import { execFile } from "node:child_process";
-import { randomUUID, sign } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -34,11 +33,13 @@ import {
   repoRoot,
   spawnMandate,
   startBenchPostgres,
+  versus,
   type BenchAgent,
   type Operation,
+  type SignedIntent,
 } from "../support.js";
-import { actingPrincipals, CERBOS_PATH, cerbosAllowed, cerbosBody, expected, intentFields, OPA_PATH, opaBody, peerCases, type PeerCase } from "./policy.js";
-import { peakRssMiB, postmasterPid, setUpMandateOrg, startCerbos, startOpa, treeCpuSeconds, type PeerServer } from "./systems.js";
+import { actingPrincipals, CERBOS_PATH, cerbosAllowed, cerbosBody, expected, OPA_PATH, opaBody, peerCases, type PeerCase } from "./policy.js";
+import { CERBOS_BIN, peakRssMiB, postmasterPid, setUpMandateOrg, signCase, startCerbos, startOpa, treeCpuSeconds, type PeerServer } from "./systems.js";
 
 const run = promisify(execFile);
 
@@ -57,7 +58,7 @@ const CONNECTIONS = 32;
 const ACTING = 32;
 /** Intents signed per second of a saturation run: more than Mandate can take, so none is sent twice. */
 const PRESIGN_RATE = Number(process.env.PEERS_PRESIGN_RATE ?? 8_000);
-const CERBOS_BIN = process.env.PEERS_CERBOS_BIN ?? path.join(repoRoot, ".tools/cerbos/cerbos");
+const CERBOS = process.env.PEERS_CERBOS_BIN ?? CERBOS_BIN;
 const GRPC_LOAD_BIN = process.env.PEERS_GRPC_LOAD_BIN ?? path.join(repoRoot, ".tools/bin/peers-grpc-load");
 /** A deadline on each gRPC call (e.g. 20s, ghz's default), which takes the service's general gRPC path; none by default. */
 const GRPC_DEADLINE = process.env.PEERS_GRPC_DEADLINE ?? "0s";
@@ -96,18 +97,16 @@ async function writeBodies(name: string, lines: string[]): Promise<string> {
 }
 
 /** `count` fresh signed Intents for cases first, first + 1, … (round robin), each by the agent acting for its case's principal; sign right before use (±300 s window). */
-function signPeerIntents(agents: Map<string, BenchAgent>, count: number, first = 0): { bytes: Buffer; keyId: string; signature: string }[] {
+function signPeerIntents(agents: Map<string, BenchAgent>, count: number, first = 0): SignedIntent[] {
   const requestedAt = new Date().toISOString();
   return Array.from({ length: count }, (_, i) => {
     const c = cases[(first + i) % cases.length]!;
-    const agent = agents.get(c.principal)!;
-    const bytes = Buffer.from(JSON.stringify({ agent_id: agent.agentId, ...intentFields(c), requested_at: requestedAt, nonce: randomUUID() }));
-    return { bytes, keyId: agent.certificateId, signature: sign(null, bytes, agent.privateKey).toString("base64") };
+    return signCase(agents.get(c.principal)!, c, requestedAt);
   });
 }
 
 /** Requests as lines of the body file: signed Intents carry their credentials, OPA and Cerbos bodies none. */
-const intentLines = (signed: ReturnType<typeof signPeerIntents>) => signed.map((s) => `${s.keyId}\t${s.signature}\t${s.bytes.toString("utf8")}`);
+const intentLines = (signed: SignedIntent[]) => signed.map((s) => `${s.keyId}\t${s.signature}\t${s.bytes.toString("utf8")}`);
 const plainLines = (body: (c: PeerCase) => string, count: number) => Array.from({ length: count }, (_, i) => `\t\t${body(cases[i % cases.length]!)}`);
 
 interface LoadFigures {
@@ -206,7 +205,7 @@ async function measureMandate(system: "mandate-v1" | "mandate-grpc", databaseUrl
   const grpc = new RawGrpcClient(svc.baseUrl);
   try {
     const server = { baseUrl: svc.baseUrl, pid: svc.pid, stop: svc.stop };
-    const submit = async (s: ReturnType<typeof signPeerIntents>[number]): Promise<boolean | string> => {
+    const submit = async (s: SignedIntent): Promise<boolean | string> => {
       if (system === "mandate-v1") {
         const res = await http.request("POST", "/v1/intents", s.bytes, { "x-service-key-id": s.keyId, "x-service-signature": s.signature });
         if (res.status !== 200) return `${res.status} ${res.text.slice(0, 200)}`;
@@ -287,7 +286,7 @@ try {
     }
   }
   if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
-  if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS_BIN)));
+  if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS)));
 } finally {
   await rm(workDir, { recursive: true, force: true });
 }
@@ -336,6 +335,14 @@ async function report(all: SystemResult[]): Promise<void> {
   const ratioLines = ratios.map(
     (r) => `- ${r.mandate} / ${r.peer}: throughput ${r.throughput.toFixed(2)}×, p99 at the common rate ${r.p99AtRate.toFixed(2)}×, service CPU per decision ${r.serviceCpu.toFixed(2)}×`,
   );
+  // Issue 24's targets: throughput at least Cerbos's (floor 0.8x) on each transport; p99 under 10 ms at half of Mandate's own saturation.
+  const targets: string[] = [];
+  const cerbos = by.get("cerbos");
+  for (const t of ["mandate-v1", "mandate-grpc"] as const) {
+    const m = by.get(t);
+    if (m && cerbos) targets.push(versus(`${t} decisions/s vs Cerbos's (floor 0.8x)`, m.saturation.perSecond, cerbos.saturation.perSecond, "/s"));
+    if (m) targets.push(versus(`${t} p99 at ${fmt(m.atRate.rate)}/s${Math.abs(m.atRate.rate * 2 - m.saturation.perSecond) > m.saturation.perSecond * 0.1 ? " (not half its saturation)" : ""}`, m.atRate.p99Ms, 10, "ms", false));
+  }
   const markdown = [
     `# Mandate beside OPA and Cerbos (${started.toISOString()})`,
     "",
@@ -347,12 +354,18 @@ async function report(all: SystemResult[]): Promise<void> {
     "",
     ...ratioLines,
     "",
+    "Targets (issue 24):",
+    "",
+    "```",
+    ...targets,
+    "```",
+    "",
   ].join("\n");
-  console.log(`\n${table.join("\n")}\n\nRatios (Mandate / peer):\n${ratioLines.join("\n")}`);
+  console.log(`\n${table.join("\n")}\n\nRatios (Mandate / peer):\n${ratioLines.join("\n")}\n\nTargets (issue 24):\n${targets.join("\n")}`);
   const dir = path.join(repoRoot, "bench/results");
   await mkdir(dir, { recursive: true });
   const stamp = started.toISOString().replace(/[:.]/g, "-");
-  const json = JSON.stringify({ started: started.toISOString(), machine: machineLine(), durationSeconds: DURATION, warmupSeconds: WARMUP, connections: CONNECTIONS, rate, cases: cases.length, results: all, ratios }, null, 2);
+  const json = JSON.stringify({ started: started.toISOString(), machine: machineLine(), durationSeconds: DURATION, warmupSeconds: WARMUP, connections: CONNECTIONS, rate, cases: cases.length, results: all, ratios, targets }, null, 2);
   for (const name of [`peers-${stamp}`, "peers-latest"]) {
     await writeFile(path.join(dir, `${name}.json`), json + "\n");
     await writeFile(path.join(dir, `${name}.md`), markdown);

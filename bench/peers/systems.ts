@@ -3,14 +3,14 @@
 // `opa run --server` over the Rego module and data document, and the Cerbos PDP over the
 // resource policy. Also what /proc says about a process tree: CPU time and peak RSS.
 import { spawn, type ChildProcess } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { randomUUID, sign } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { opaPath } from "../../src/policy/opa.js";
-import { createAgent, freePort, HttpClient, type BenchAgent } from "../support.js";
-import { cerbosPolicy, mandateGraph, mandatePolicySource, opaData, opaRego, PRINCIPALS } from "./policy.js";
+import { createAgent, freePort, HttpClient, repoRoot, type BenchAgent, type SignedIntent } from "../support.js";
+import { cerbosPolicy, intentFields, mandateGraph, mandatePolicySource, opaData, opaRego, PRINCIPALS, type PeerCase } from "./policy.js";
 
 /** A process's stat fields after "(comm) ": ppid is the 2nd, utime and stime the 12th and 13th (clock ticks, USER_HZ 100). */
 function statFields(pid: string | number): string[] | null {
@@ -65,6 +65,9 @@ export function postmasterPid(port: number): number {
   }
   throw new Error(`no postgres process listening on port ${port}`);
 }
+
+/** Where scripts/bench-peers.sh unpacks the pinned Cerbos PDP. */
+export const CERBOS_BIN = path.join(repoRoot, ".tools/cerbos/cerbos");
 
 /** A server the bench started: where it answers, its process, how to stop it. */
 export interface PeerServer {
@@ -159,4 +162,10 @@ export async function setUpMandateOrg(client: HttpClient, operatorKey: string, a
   const agents = new Map<string, BenchAgent>();
   await Promise.all(acting.map(async (ref, a) => agents.set(ref, await createAgent(client, org, principalIds.get(ref)!, `peers-${a}`))));
   return agents;
+}
+
+/** Case `c` as an Intent of `agent` (the one acting for c.principal), with a fresh nonce, signed; sign right before use (±300 s window). */
+export function signCase(agent: BenchAgent, c: PeerCase, requestedAt = new Date().toISOString()): SignedIntent {
+  const bytes = Buffer.from(JSON.stringify({ agent_id: agent.agentId, ...intentFields(c), requested_at: requestedAt, nonce: randomUUID() }));
+  return { agent, bytes, keyId: agent.certificateId, signature: sign(null, bytes, agent.privateKey).toString("base64") };
 }
