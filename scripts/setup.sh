@@ -6,9 +6,15 @@
 #   - redis-server, Debian's chromium and protoc for the tests (apt-get, only as root; the
 #     console's browser tests drive /usr/bin/chromium with playwright-core, which never
 #     downloads a browser). `--for-start` skips them: the service itself runs without them;
+#   - the service's build (dist/, what `npm start` runs) when missing or older than src/;
 #   - the console's build (console/dist, served at /console) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# One setup at a time: tests that run `npm start` or pack the service may call this concurrently.
+mkdir -p .tools
+exec 9>.tools/setup.lock
+flock 9
 
 OPA_VERSION=v1.22.3
 for_start=false
@@ -73,6 +79,13 @@ if [ "$for_start" = false ]; then
     fi
   fi
   say "protoc $(protoc --version | cut -d' ' -f2)"
+fi
+
+# --- the service's build ------------------------------------------------------------
+# dist/ (npm run build) is what `npm start` runs: rebuilt when missing or older than its sources.
+if [ ! -f dist/.build-stamp ] || [ -n "$(find src package.json tsconfig.json tsconfig.build.json -newer dist/.build-stamp -print -quit)" ]; then
+  say "building the service (dist/)"
+  bash scripts/build.sh
 fi
 
 # --- the console ----------------------------------------------------------------

@@ -141,7 +141,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: env.DATABASE_URL || undefined,
     migrationDatabaseUrl: env.MANDATE_MIGRATION_DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
-    dataDir: path.resolve(env.MANDATE_DATA_DIR ?? path.join(projectRoot(), ".mandate")),
+    // Data belongs to where the service is run from, never to where its package is installed.
+    dataDir: path.resolve(env.MANDATE_DATA_DIR ?? ".mandate"),
     consoleDir: path.resolve(env.MANDATE_CONSOLE_DIR || path.join(projectRoot(), "console", "dist")),
     operatorKey: env.MANDATE_OPERATOR_KEY || undefined,
     logLevel: env.LOG_LEVEL ?? "info",

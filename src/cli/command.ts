@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { parseArgs, type ParseArgsConfig } from "node:util";
 /** Exit status meaning "checked, and everything holds". */
 export const EXIT_OK = 0;
 /** Exit status meaning "checked, and something is wrong" (the command's verdict, not a crash). */
@@ -14,12 +15,10 @@ export interface CliIo {
   err(line: string): void;
 }
 
-/** A top-level `mandate <name> …` command, one per file in src/cli/, registered in main.ts. */
+/** A top-level `mandate <name> …` command, one per file in src/cli/, registered (with its one-line summary) in main.ts. */
 export interface CliCommand {
   /** The first argument that selects the command, e.g. `evidence`. */
   readonly name: string;
-  /** One line for `mandate help`. */
-  readonly summary: string;
   /** Usage lines, shown by `mandate help` and after a usage error. */
   readonly usage: string;
   /** Runs with the arguments after the name and resolves to the exit status. */
@@ -53,5 +52,47 @@ export async function readJsonFile(file: string): Promise<unknown> {
     return JSON.parse(text) as unknown;
   } catch (error) {
     throw new CliError(`${file} is not JSON: ${(error as Error).message}`);
+  }
+}
+
+/** The service a client command talks to: --url, else MANDATE_BASE_URL, else the local default. */
+export function serviceUrl(flag: string | undefined): string {
+  return (flag ?? process.env.MANDATE_BASE_URL ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
+}
+
+/**
+ * POSTs `body` to the service's `/v1` `path` and resolves to the JSON answer. A refusal becomes a
+ * CliError with the error body's code, message and field errors (docs/architecture.md, Error
+ * model); an unreachable service, one naming the URL.
+ */
+export async function postJson(baseUrl: string, path: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<unknown> {
+  let response: Response;
+  try {
+    response = await fetch(`${baseUrl}${path}`, { method: "POST", body: typeof body === "string" ? body : new Uint8Array(body), headers: { "content-type": "application/json", ...headers } });
+  } catch (error) {
+    const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
+    throw new CliError(`cannot reach the service at ${baseUrl} (--url or MANDATE_BASE_URL): ${cause}`);
+  }
+  const text = await response.text();
+  let answer: unknown;
+  try {
+    answer = JSON.parse(text) as unknown;
+  } catch {
+    throw new CliError(`${baseUrl}${path} answered ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`);
+  }
+  if (!response.ok) {
+    const error = answer as { detail?: string; message?: string; errors?: { field?: string; message?: string }[] };
+    const fields = (error.errors ?? []).map((e) => `\n  ${e.field ?? "(request)"}: ${e.message ?? ""}`).join("");
+    throw new CliError(`${response.status} ${error.detail ?? "error"}: ${error.message ?? text}${fields}`);
+  }
+  return answer;
+}
+
+/** A command's options and positionals (node:util parseArgs, strict); a CliError with usage when malformed. */
+export function parseCommandLine<const O extends NonNullable<ParseArgsConfig["options"]>>(args: readonly string[], options: O) {
+  try {
+    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new CliError((error as Error).message, true);
   }
 }

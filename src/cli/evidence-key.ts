@@ -14,7 +14,6 @@ with it at once.`;
 /** `mandate evidence-key rotate`: rotates the service's signing key. */
 export const evidenceKeyCommand: CliCommand = {
   name: "evidence-key",
-  summary: "rotate the evidence signing key (DATABASE_URL)",
   usage,
   async run(args, io) {
     if (args.length !== 1 || args[0] !== "rotate") throw new CliError("the only subcommand is rotate", true);

@@ -23,7 +23,6 @@ const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export
 /** `mandate evidence …`: offline checks of exported evidence. */
 export const evidenceCommand: CliCommand = {
   name: "evidence",
-  summary: "verify an evidence export offline (evidence verify --jwks JWKS_FILE FILE)",
   usage: USAGE,
   async run(args, io) {
     const [subcommand, ...rest] = args;

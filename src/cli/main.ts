@@ -1,15 +1,35 @@
 #!/usr/bin/env node
 // The `mandate` command. Each top-level command lives in its own src/cli/<name>.ts and is
 // registered in COMMANDS; this file only dispatches and turns outcomes into exit statuses.
+// A command's module is loaded only when it runs, so `mandate serve`, which stays up as the
+// service's parent, carries none of the others.
 import { CliError, EXIT_ERROR, EXIT_OK } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
-import { evidenceCommand } from "./evidence.js";
-import { evidenceKeyCommand } from "./evidence-key.js";
-import { policyCommand } from "./policy.js";
-import { withReproduce } from "./policy-reproduce.js";
-import { reconcileCommand } from "./reconcile.js";
 
-const COMMANDS: readonly CliCommand[] = [evidenceCommand, evidenceKeyCommand, withReproduce(policyCommand), reconcileCommand];
+interface Registered {
+  readonly name: string;
+  /** One line for `mandate help`. */
+  readonly summary: string;
+  load(): Promise<CliCommand>;
+}
+
+const COMMANDS: readonly Registered[] = [
+  { name: "serve", summary: "run the service (configured by environment variables, as npm start)", load: async () => (await import("./serve.js")).serveCommand },
+  { name: "sandbox", summary: "create a sandbox organization and print its API key", load: async () => (await import("./sandbox.js")).sandboxCommand },
+  { name: "intent", summary: "sign an Intent with an agent key file, or sign and submit it", load: async () => (await import("./intent.js")).intentCommand },
+  {
+    name: "evidence",
+    summary: "verify an evidence export offline (evidence verify --jwks JWKS_FILE FILE)",
+    load: async () => (await import("./evidence.js")).evidenceCommand,
+  },
+  { name: "evidence-key", summary: "rotate the evidence signing key (DATABASE_URL)", load: async () => (await import("./evidence-key.js")).evidenceKeyCommand },
+  {
+    name: "policy",
+    summary: "test and build runtime policies offline, exactly as publishing builds them",
+    load: async () => (await import("./policy-reproduce.js")).withReproduce((await import("./policy.js")).policyCommand),
+  },
+  { name: "reconcile", summary: "reconcile a decision's execution receipts (early access)", load: async () => (await import("./reconcile.js")).reconcileCommand },
+];
 
 const io: CliIo = {
   out: (line) => void process.stdout.write(`${line}\n`),
@@ -31,14 +51,15 @@ async function main(argv: readonly string[]): Promise<number> {
   const [name, ...args] = argv;
   if (name === "help" || name === "--help" || name === "-h") {
     const topic = COMMANDS.find((command) => command.name === args[0]);
-    io.out(topic ? topic.usage : help());
+    io.out(topic ? (await topic.load()).usage : help());
     return EXIT_OK;
   }
-  const command = COMMANDS.find((candidate) => candidate.name === name);
-  if (!command) {
+  const registered = COMMANDS.find((candidate) => candidate.name === name);
+  if (!registered) {
     io.err(name === undefined ? help() : `mandate: unknown command ${name}\n\n${help()}`);
     return EXIT_ERROR;
   }
+  const command = await registered.load();
   try {
     return await command.run(args, io);
   } catch (error) {

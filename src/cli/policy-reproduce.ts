@@ -134,7 +134,6 @@ function isObject(value: unknown): value is Record<string, unknown> {
 export function withReproduce(policy: CliCommand): CliCommand {
   return {
     name: policy.name,
-    summary: policy.summary,
     usage: `${policy.usage}\n\n  ${reproduceUsage.replaceAll("\n", "\n  ")}`,
     run: (args, io) => (args[0] === "reproduce" ? runPolicyReproduce(args.slice(1), io) : policy.run(args, io)),
   };

@@ -31,7 +31,6 @@ DIR may hold (files of other names are skipped with a note):
 /** `mandate policy …`: test and build a policy directory offline, as the service would build it. */
 export const policyCommand: CliCommand = {
   name: "policy",
-  summary: "test and build runtime policies offline, exactly as publishing builds them",
   usage,
   async run(args, io) {
     const [sub, ...rest] = args;

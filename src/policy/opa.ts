@@ -47,9 +47,14 @@ export function projectRoot(): string {
   return dir;
 }
 
-/** The opa binary: MANDATE_OPA_PATH, else the project-local build in .tools/bin. */
+/**
+ * The opa binary: MANDATE_OPA_PATH, else the project-local build in .tools/bin (a checkout, where
+ * scripts/setup.sh builds it), else `opa` on PATH (an installed package or a container image).
+ */
 export function opaPath(): string {
-  return process.env.MANDATE_OPA_PATH || join(projectRoot(), ".tools", "bin", "opa");
+  if (process.env.MANDATE_OPA_PATH) return process.env.MANDATE_OPA_PATH;
+  const local = join(projectRoot(), ".tools", "bin", "opa");
+  return existsSync(local) ? local : "opa";
 }
 
 /** Runs opa without a shell; rejects only when opa cannot be started or times out. */

@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { MandateError, type ErrorCode, type FieldError } from "../base/errors.js";
 import { ErrorDetailSchema } from "../gen/mandate/v1/errors_pb.js";
-import { isStackOverflowText } from "./node-internals.js";
+import { isNestedTooDeeplyText } from "./node-internals.js";
 
 /** HTTP status and gRPC code of every error code (docs/architecture.md, "Error model"); the one place they are decided. */
 const STATUS: Record<ErrorCode, [number, Code]> = {
@@ -69,9 +69,10 @@ export function describeError(err: unknown): { code: ErrorCode; message: string;
                 ? "unavailable"
                 : "internal";
     const [status, grpc] = STATUS[code];
-    // connect's JSON decoder recurses: a document nested thousands deep overflows the stack there,
-    // and only the RangeError's text comes through (checked at start-up in node-internals.ts).
-    if (code === "validation_failed" && isStackOverflowText(err.rawMessage)) {
+    // connect's JSON decoder recurses: a document nested thousands deep overflows the stack there or
+    // meets the decoder's depth limit, and only that text comes through (checked at start-up in
+    // node-internals.ts).
+    if (code === "validation_failed" && isNestedTooDeeplyText(err.rawMessage)) {
       return { code, message: "The message is nested too deeply.", errors: [{ field: "(body)", code: "too_deep", message: "nested too deeply" }], status, grpc };
     }
     return { code, message: code === "internal" ? "Internal error." : err.rawMessage, errors: [], status, grpc };

@@ -17,9 +17,11 @@ import { createAsyncIterable, type UniversalHandler } from "@connectrpc/connect/
  *  2. Handing a stream to a request-handler server (forwardToCompat): `http2.createServer(opts,
  *     handler)` turns a "stream" event into request/response objects through a listener of its
  *     own; the server emits "stream" on such a server without ever letting it listen.
- *  3. V8's stack-overflow text (isStackOverflowText): connect reports a message nested too
- *     deeply for its JSON decoder with the RangeError's message as the error message, and only
- *     that text (no cause) reaches the error shaping after connect has serialized the error.
+ *  3. The text of "nested too deeply" (isNestedTooDeeplyText): connect reports a message nested
+ *     too deeply for its JSON decoder with the decoder's message as the error message (V8's
+ *     RangeError for an overflowed stack up to @bufbuild/protobuf 2.9, the decoder's own
+ *     recursion limit after), and only that text (no cause) reaches the error shaping after
+ *     connect has serialized the error.
  *  4. Header and request deadlines on handed-over connections (trackHandedConnections): an
  *     http.Server applies headersTimeout and requestTimeout only to connections it tracks, and it
  *     starts tracking (and its checking interval) on its own "listening" event; a server that is
@@ -147,11 +149,15 @@ export function checkCompatServer(compat: EventEmitter): void {
   }
 }
 
-// --- 3. V8's stack-overflow text through connect ------------------------------------------------
+// --- 3. "Nested too deeply" through connect ----------------------------------------------------
 
-/** Whether an error message connect passed on is V8's RangeError for an overflowed stack (its JSON decoder recursing on deeply nested input). */
-export function isStackOverflowText(message: string): boolean {
-  return /maximum call stack size exceeded/i.test(message);
+/**
+ * Whether an error message connect passed on says its JSON decoder met input nested too deeply:
+ * V8's RangeError for the overflowed stack of a recursing decoder, or the decoder's own recursion
+ * limit (newer @bufbuild/protobuf, which an installed package may resolve to).
+ */
+export function isNestedTooDeeplyText(message: string): boolean {
+  return /maximum call stack size exceeded|maximum recursion depth/i.test(message);
 }
 
 /** A tiny service taking a google.protobuf.Value, for the probe: connect decodes it recursively. */
@@ -184,9 +190,9 @@ async function bodyText(body: AsyncIterable<Uint8Array> | Uint8Array | undefined
 /**
  * Refuses unless a Connect JSON request nested far too deeply, sent through `handler` (by default
  * a connect router serving a method that takes a google.protobuf.Value), is answered with
- * invalid_argument and a message isStackOverflowText recognises.
+ * invalid_argument and a message isNestedTooDeeplyText recognises.
  */
-export async function checkStackOverflowText(handler: UniversalHandler = probeHandler()): Promise<void> {
+export async function checkNestedTooDeeplyText(handler: UniversalHandler = probeHandler()): Promise<void> {
   const depth = 100_000;
   const res = await handler({
     httpVersion: "1.1",
@@ -203,8 +209,8 @@ export async function checkStackOverflowText(handler: UniversalHandler = probeHa
   } catch {
     // Not an error document: refused below.
   }
-  if (res.status !== 400 || error.code !== "invalid_argument" || typeof error.message !== "string" || !isStackOverflowText(error.message)) {
-    refuse(`connect answered a JSON message nested ${depth} deep with HTTP ${res.status} ${JSON.stringify(text.slice(0, 200))}, not invalid_argument with V8's "Maximum call stack size exceeded"`);
+  if (res.status !== 400 || error.code !== "invalid_argument" || typeof error.message !== "string" || !isNestedTooDeeplyText(error.message)) {
+    refuse(`connect answered a JSON message nested ${depth} deep with HTTP ${res.status} ${JSON.stringify(text.slice(0, 200))}, not invalid_argument saying it is nested too deeply`);
   }
 }
 
@@ -359,9 +365,9 @@ export interface InternalsProbe {
 export async function checkNodeInternals(probe: InternalsProbe = {}, timeoutMs = 2000): Promise<void> {
   if (probe.session !== undefined) checkStreamTables(probe.session);
   if (probe.compatServer !== undefined) checkCompatServer(probe.compatServer);
-  if (probe.connectHandler !== undefined) await checkStackOverflowText(probe.connectHandler);
+  if (probe.connectHandler !== undefined) await checkNestedTooDeeplyText(probe.connectHandler);
   if (probe.httpServer !== undefined) await checkHandedConnections(timeoutMs, probe.httpServer);
   await probeHttp2(timeoutMs);
   await checkHandedConnections(timeoutMs);
-  await checkStackOverflowText();
+  await checkNestedTooDeeplyText();
 }

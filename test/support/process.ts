@@ -3,20 +3,13 @@ import { readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { SERVICE_NODE_FLAGS } from "../../src/cli/serve.js";
 
 /** The repository root. */
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/**
- * The node flags `npm start` gives the service (`exec tsx <flags> src/main.ts` in package.json),
- * read from there so the tests and the bench start it exactly the same way.
- */
-export const serviceNodeFlags: readonly string[] = (() => {
-  const start: string = JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")).scripts.start;
-  const m = /^exec tsx((?: --\S+)*) src\/main\.ts$/.exec(start);
-  if (!m) throw new Error(`package.json's start script is not \`exec tsx [flags] src/main.ts\`: ${start}`);
-  return m[1]!.split(" ").filter(Boolean);
-})();
+/** The node flags the service runs with (`npm start`, `mandate serve`): the tests and the bench start it the same way. */
+export const serviceNodeFlags: readonly string[] = SERVICE_NODE_FLAGS;
 
 /** A free TCP port on loopback (the tiny race before it is bound is acceptable for tests). */
 export async function freePort(): Promise<number> {
@@ -30,7 +23,7 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** A service started the way `npm start` starts it: `tsx <serviceNodeFlags> src/main.ts` in its own process. */
+/** A service started as `npm start` starts it (its node flags, its own process), from source or through `npm start` itself. */
 export interface ServiceProcess {
   child: ChildProcess;
   port: number;
@@ -42,18 +35,28 @@ export interface ServiceProcess {
 }
 
 /**
- * Spawns `tsx <serviceNodeFlags> src/main.ts` (what `npm start` runs), or `npm start` itself
- * (setup check, then the service; signals go to npm), with exactly `env` on
+ * Spawns `tsx <serviceNodeFlags> src/main.ts` (the source of what `npm start` runs), `npm start`
+ * itself (setup check and build, then the service; signals go to npm), or a given command (an
+ * installed `mandate serve`), with exactly `env` on
  * top of PATH/HOME, and resolves once it logs "listening". DATABASE_URL, REDIS_URL
  * and friends are only set when given: nothing leaks from the test's environment.
  */
-export async function spawnService(env: Record<string, string>, options: { via?: "tsx" | "npm start"; timeoutMs?: number } = {}): Promise<ServiceProcess> {
+export async function spawnService(
+  env: Record<string, string>,
+  options: { via?: "tsx" | "npm start" | { command: string; args: string[]; cwd: string }; timeoutMs?: number } = {},
+): Promise<ServiceProcess> {
   const timeoutMs = options.timeoutMs ?? 90_000;
   const base: Record<string, string> = {};
   for (const k of ["PATH", "HOME", "TMPDIR", "LANG", "USER"]) if (process.env[k] !== undefined) base[k] = process.env[k]!;
-  const [command, args] = options.via === "npm start" ? ["npm", ["start", "--silent"]] : [path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"]];
+  const via = options.via ?? "tsx";
+  const [command, args, cwd] =
+    via === "npm start"
+      ? ["npm", ["start", "--silent"], repoRoot]
+      : via === "tsx"
+        ? [path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"], repoRoot]
+        : [via.command, via.args, via.cwd];
   const child = spawn(command, args, {
-    cwd: repoRoot,
+    cwd,
     env: { ...base, LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

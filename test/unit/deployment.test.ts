@@ -77,7 +77,7 @@ describe("Dockerfile", () => {
     const made = new Map<string, Set<string>>([
       ["opa", new Set(["/out/opa"])],
       // What the build stage has: its COPY destinations under /app, and what it builds.
-      ["build", new Set(["/app/package.json", "/app/package-lock.json", "/app/tsconfig.json", "/app/node_modules", "/app/console/dist"])],
+      ["build", new Set(["/app/package.json", "/app/package-lock.json", "/app/tsconfig.json", "/app/node_modules", "/app/dist", "/app/console/dist"])],
     ]);
     for (const [stage, instructions] of byStage) {
       for (const ins of instructions.filter((i) => i.keyword === "COPY")) {
@@ -102,7 +102,7 @@ describe("Dockerfile", () => {
       }
     }
     // What the runtime takes from the build stage was copied or built there.
-    expect([...made.get("build")!]).toEqual(expect.arrayContaining(["/app/src", "/app/policies", "/app/proto"]));
+    expect([...made.get("build")!]).toEqual(expect.arrayContaining(["/app/src", "/app/policies", "/app/scripts"]));
   });
 
   it("runs the service as a non-root user, on the port compose.yaml wires, with opa where MANDATE_OPA_PATH says", () => {
@@ -114,18 +114,12 @@ describe("Dockerfile", () => {
     expect(env).toContain("HOST=0.0.0.0");
     expect(runtime.some((i) => i.keyword === "COPY" && i.args === "--from=opa /out/opa /usr/local/bin/opa")).toBe(true);
     expect(runtime.find((i) => i.keyword === "EXPOSE")!.args).toBe("8080");
+    // What `npm start` runs: the compiled CLI's serve, built by `npm run build` in the build stage.
     const cmd = JSON.parse(runtime.find((i) => i.keyword === "CMD")!.args) as string[];
-    const entry = cmd.at(-1)!;
-    // Either the built entry point (once `npm run build` exists) or the source one as `npm start`
-    // runs it through tsx, with the same node flags (package.json).
-    if (entry.startsWith("dist/")) {
-      expect((JSON.parse(read("package.json")) as { scripts: Record<string, string> }).scripts.build, "npm run build makes dist/").toBeDefined();
-    } else {
-      expect(existsSync(path.join(root, entry)), entry).toBe(true);
-      const start = (JSON.parse(read("package.json")) as { scripts: { start: string } }).scripts.start;
-      const flags = cmd.filter((w) => w.startsWith("--"));
-      if (start.includes("tsx")) for (const flag of flags) expect(start).toContain(flag);
-    }
+    const start = (JSON.parse(read("package.json")) as { scripts: { start: string } }).scripts.start;
+    expect(cmd).toEqual(["node", "dist/cli/main.js", "serve"]);
+    expect(start).toBe("exec node dist/cli/main.js serve");
+    expect(byStage.get("build")!.some((i) => i.keyword === "RUN" && i.args.startsWith("npm run build "))).toBe(true);
   });
 
   it("keeps dependencies, local state and secrets out of the build context", () => {
