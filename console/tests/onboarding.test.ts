@@ -60,9 +60,19 @@ function governanceDocuments(pat: string, sam: string) {
 const RULES =
   "actions: [vendor_payment]\nrules:\n  - id: hard_cap\n    when:\n      amount: { gt: 1000000 }\n    outcome: DENY\n    reason: amount_over_hard_cap\n  - id: authority\n    authority: true\n";
 
-/** Marks the page's JavaScript state: the mark surviving shows the page was not reloaded. */
-const mark = (page: Page) => page.evaluate(() => ((window as unknown as { onboardingMark: number }).onboardingMark = 1));
-const marked = (page: Page) => page.evaluate(() => (window as unknown as { onboardingMark?: number }).onboardingMark === 1);
+/**
+ * Sends the agent's vendor payment through the TypeScript client while the review queue is open;
+ * its row must appear without a reload (a mark left in the page's JavaScript state survives).
+ */
+async function intentArrives(page: Page, agent: AgentIdentity, amount: number, reason: string) {
+  await page.evaluate(() => ((window as unknown as { onboardingMark: number }).onboardingMark = 1));
+  const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount, currency: "USD", counterparty: "ACME Corp" });
+  expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason, status: "PENDING" });
+  const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
+  await row.waitFor({ timeout: 30_000 });
+  expect(await page.evaluate(() => (window as unknown as { onboardingMark?: number }).onboardingMark)).toBe(1);
+  return { decision, row };
+}
 
 /** Fills the review note and approves; the note is required. */
 async function approve(page: Page, note: string): Promise<void> {
@@ -199,12 +209,7 @@ describe("onboarding in the console", () => {
       await page.getByText("No decision is waiting for a human review.").waitFor();
       await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("event stream");
       await checkPage(page, run, "16-review-queue-empty");
-      await mark(page);
-      const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 12_000, currency: "USD", counterparty: "ACME Corp" });
-      expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_dual_approval", status: "PENDING" });
-      const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
-      await row.waitFor({ timeout: 30_000 });
-      expect(await marked(page)).toBe(true);
+      const { decision, row } = await intentArrives(page, agent, 12_000, "requires_dual_approval");
       await expect.poll(() => row.textContent()).toContain("Pat Payables");
       const rowText = (await row.textContent())!;
       for (const fact of ["vendor_payment", "12,000 USD", "requires_dual_approval", agentName, "payments v1", "authority graph v1"]) expect(rowText).toContain(fact);
@@ -266,13 +271,8 @@ describe("onboarding in the console", () => {
       await navTo(page, "Review queue");
       await page.getByText("No decision is waiting for a human review.").waitFor();
       await checkPage(page, run, "02-review-queue-empty");
-      await mark(page);
       // 2,500 USD: one approval.
-      const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 2_500, currency: "USD", counterparty: "ACME Corp" });
-      expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_approval", status: "PENDING" });
-      const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
-      await row.waitFor({ timeout: 30_000 });
-      expect(await marked(page)).toBe(true);
+      const { decision, row } = await intentArrives(page, agent, 2_500, "requires_approval");
       await checkPage(page, run, "03-review-queue-pending");
       await row.getByRole("link").click();
       await page.getByRole("heading", { name: `Decision ${decision.decision_id}` }).waitFor();
