@@ -43,11 +43,24 @@ import { CERBOS_BIN, peakRssMiB, postmasterPid, setUpMandateOrg, signCase, start
 
 const run = promisify(execFile);
 
+/** A setting that cannot be used: said plainly, without a stack trace. */
+function refuse(message: string): never {
+  console.error(`bench:peers: ${message}`);
+  process.exit(2);
+}
+
 function seconds(name: string, fallback: string): number {
   const value = process.env[name] ?? fallback;
   const m = /^(\d+)s?$/.exec(value);
-  if (!m || Number(m[1]) < 1) throw new Error(`${name} must be a whole number of seconds, e.g. 10s (got "${value}")`);
+  if (!m || Number(m[1]) < 1) refuse(`${name} must be a whole number of seconds, e.g. 10s (got "${value}")`);
   return Number(m[1]);
+}
+
+function positive(name: string, fallback?: number): number | undefined {
+  const value = process.env[name];
+  if (value === undefined) return fallback;
+  if (!(Number(value) > 0)) refuse(`${name} must be a positive number per second (got "${value}")`);
+  return Number(value);
 }
 
 const SYSTEMS = ["mandate-v1", "mandate-grpc", "opa", "cerbos"] as const;
@@ -57,15 +70,15 @@ const WARMUP = seconds("PEERS_WARMUP", "2s");
 const CONNECTIONS = 32;
 const ACTING = 32;
 /** Intents signed per second of a saturation run: more than Mandate can take, so none is sent twice. */
-const PRESIGN_RATE = Number(process.env.PEERS_PRESIGN_RATE ?? 8_000);
+const PRESIGN_RATE = positive("PEERS_PRESIGN_RATE", 8_000)!;
 const CERBOS = process.env.PEERS_CERBOS_BIN ?? CERBOS_BIN;
 const GRPC_LOAD_BIN = process.env.PEERS_GRPC_LOAD_BIN ?? path.join(repoRoot, ".tools/bin/peers-grpc-load");
 /** A deadline on each gRPC call (e.g. 20s, ghz's default), which takes the service's general gRPC path; none by default. */
 const GRPC_DEADLINE = process.env.PEERS_GRPC_DEADLINE ?? "0s";
 const selected = (process.env.PEERS_SYSTEMS ?? SYSTEMS.join(",")).split(",").map((s) => s.trim());
-for (const s of selected) if (!(SYSTEMS as readonly string[]).includes(s)) throw new Error(`PEERS_SYSTEMS: unknown system "${s}" (known: ${SYSTEMS.join(", ")})`);
-let rate = process.env.PEERS_RATE === undefined ? undefined : Number(process.env.PEERS_RATE);
-if (rate !== undefined && !(rate > 0)) throw new Error(`PEERS_RATE must be a positive number of requests per second (got "${process.env.PEERS_RATE}")`);
+for (const s of selected) if (!(SYSTEMS as readonly string[]).includes(s)) refuse(`PEERS_SYSTEMS: unknown system "${s}" (known: ${SYSTEMS.join(", ")})`);
+if (!/^\d+(ms|s|m)$/.test(GRPC_DEADLINE)) refuse(`PEERS_GRPC_DEADLINE must be a duration such as 20s (got "${GRPC_DEADLINE}")`);
+let rate = positive("PEERS_RATE");
 
 /** What one system measured. */
 interface SystemResult {
@@ -118,8 +131,8 @@ interface LoadFigures {
   failures: string[];
 }
 
-/** wrk, 1 thread, 32 connections, the bodies of `file` in turn (bench/peers/wrk-bodies.lua). */
-async function wrk(url: string, file: string, duration: number): Promise<LoadFigures> {
+/** wrk, 1 thread, 32 connections, the bodies of `file` in turn (bench/peers/wrk-bodies.lua); `signed`: how many Intents the file holds, each to be sent once. */
+async function wrk(url: string, file: string, duration: number, signed?: number): Promise<LoadFigures> {
   const { stdout } = await run("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${duration}s`, "--timeout", "20s", "-s", path.join(repoRoot, "bench/peers/wrk-bodies.lua"), url, "--", file], {
     maxBuffer: 1 << 20,
   });
@@ -128,6 +141,7 @@ async function wrk(url: string, file: string, duration: number): Promise<LoadFig
   const r = JSON.parse(line.slice("PEERS_WRK ".length));
   const failed = r.errors.status + r.errors.timeout + r.errors.read + r.errors.write + r.errors.connect;
   const failures = failed ? [`wrk: ${r.errors.status} non-2xx, ${r.errors.timeout} timeouts, ${r.errors.connect + r.errors.read + r.errors.write} socket errors`] : [];
+  if (signed !== undefined && r.requests > signed) failures.push(`the ${fmt(signed)} signed Intents ran out and were sent again (refused as replays): raise PEERS_PRESIGN_RATE`);
   return { decisions: r.requests - r.errors.status, failed, seconds: r.duration_us / 1e6, p50Ms: r.latency_us.p50 / 1000, p99Ms: r.latency_us.p99 / 1000, failures };
 }
 
@@ -222,7 +236,7 @@ async function measureMandate(system: "mandate-v1" | "mandate-grpc", databaseUrl
         return r;
       },
       bodies: (seconds) => writeBodies(`${system}.tsv`, intentLines(signPeerIntents(byPrincipal, PRESIGN_RATE * seconds))),
-      saturate: (file, seconds) => (system === "mandate-v1" ? wrk(`${svc.baseUrl}/v1/intents`, file, seconds) : ghz(svc.baseUrl, file, seconds)),
+      saturate: (file, seconds) => (system === "mandate-v1" ? wrk(`${svc.baseUrl}/v1/intents`, file, seconds, PRESIGN_RATE * seconds) : ghz(svc.baseUrl, file, seconds)),
       atRate(count) {
         const signed = signPeerIntents(byPrincipal, count);
         return async (i) => {
