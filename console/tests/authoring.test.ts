@@ -52,15 +52,15 @@ async function dropFile(page: Page, name: string, text: string): Promise<void> {
 describe("the console's governance and policies pages", () => {
   it("upload → generate → picture → four-eyes publish; author a policy → four-eyes publish → dry run → replay", async () => {
     const org = await svc.newOrg();
-    const admin = new MandateClient({ baseUrl: svc.baseUrl, apiKey: org.apiKey });
+    const admin = new MandateClient({ base_url: svc.baseUrl, api_key: org.apiKey });
     const suffix = randomUUID().slice(0, 8);
     const [pat, sam, second] = await Promise.all([
-      admin.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: `pat-${suffix}` }),
-      admin.createPrincipal({ displayName: "Sam Controller", kind: "person", externalRef: `sam-${suffix}` }),
+      admin.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: `pat-${suffix}` }),
+      admin.createPrincipal({ display_name: "Sam Controller", kind: "person", external_ref: `sam-${suffix}` }),
       admin.createApiKey("second pair of eyes", ["POLICY_APPROVER", "POLICY_AUTHOR"]),
     ]);
     const key = await AgentKey.generate();
-    const registered = await admin.registerAgent({ name: `payables-bot-${suffix}`, principalId: pat.principal_id, key });
+    const registered = await admin.registerAgent({ name: `payables-bot-${suffix}`, principal_id: pat.principal_id, key });
     await admin.activate(registered.agent_id);
     const agent = agentIdentity(registered, key);
 
@@ -218,7 +218,7 @@ describe("the console's governance and policies pages", () => {
       expect(await page.getByTestId("policy-approver").textContent()).toBe(second.key_id);
       await checkPage(page, "10-policy-published");
 
-      const client = new MandateClient({ baseUrl: svc.baseUrl });
+      const client = new MandateClient({ base_url: svc.baseUrl });
       const small = await client.submitIntent(agent, { action: "vendor_payment", amount: 500, currency: "USD", counterparty: "ACME Corp" });
       expect(small).toMatchObject({ outcome: "ALLOW", reason: "within_delegated_authority" });
       const mid = await client.submitIntent(agent, { action: "vendor_payment", amount: 2_500, currency: "USD", counterparty: "ACME Corp" });
@@ -229,8 +229,8 @@ describe("the console's governance and policies pages", () => {
       await page.getByRole("heading", { name: "Dry-run an Intent" }).waitFor();
       expect(await page.getByLabel("Policy versions instead of the active ones (optional)").inputValue()).toBe("payments=1");
       // The agent is picked from the organization's active agents; the example Intent asks for 2,500 USD.
-      await page.getByLabel("Agent").selectOption(agent.agentId);
-      await expect.poll(async () => JSON.parse(await page.getByLabel("Intent (JSON)").inputValue())).toMatchObject({ agent_id: agent.agentId, amount: 2_500, currency: "USD" });
+      await page.getByLabel("Agent").selectOption(agent.agent_id);
+      await expect.poll(async () => JSON.parse(await page.getByLabel("Intent (JSON)").inputValue())).toMatchObject({ agent_id: agent.agent_id, amount: 2_500, currency: "USD" });
       await page.getByRole("button", { name: "Evaluate" }).click();
       await page.getByTestId("dry-run-result").waitFor();
       expect(await page.getByTestId("dry-run-outcome").textContent()).toBe("HUMAN_REVIEW");

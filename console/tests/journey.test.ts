@@ -36,11 +36,11 @@ const PHONE = { width: 390, height: 844 };
  * and two up to 20,000 (four-eyes: a second key approves what the sandbox key authored).
  */
 async function setUpReviews(baseUrl: string, sandboxKey: string): Promise<{ agent: AgentIdentity; agentName: string; principalName: string; reviewer: { keyId: string; apiKey: string } }> {
-  const admin = new MandateClient({ baseUrl, apiKey: sandboxKey });
+  const admin = new MandateClient({ base_url: baseUrl, api_key: sandboxKey });
   const suffix = randomUUID().slice(0, 8);
   const principalName = `Pat Payables ${suffix}`;
   const [principal, approverKey, reviewerKey] = await Promise.all([
-    admin.createPrincipal({ displayName: principalName, kind: "person", externalRef: `pat-${suffix}` }),
+    admin.createPrincipal({ display_name: principalName, kind: "person", external_ref: `pat-${suffix}` }),
     admin.createApiKey("approver", ["POLICY_APPROVER"]),
     admin.createApiKey("second reviewer", ["REVIEWER", "DECISION_READ"]),
   ]);
@@ -68,7 +68,7 @@ async function setUpReviews(baseUrl: string, sandboxKey: string): Promise<{ agen
   await approver.publishGraphVersion(graph.version);
   const key = await AgentKey.generate();
   const agentName = `payables-bot-${suffix}`;
-  const registered = await admin.registerAgent({ name: agentName, principalId: principal.principal_id, key });
+  const registered = await admin.registerAgent({ name: agentName, principal_id: principal.principal_id, key });
   await admin.activate(registered.agent_id);
   return { agent: agentIdentity(registered, key), agentName, principalName, reviewer: { keyId: reviewerKey.key_id, apiKey: reviewerKey.api_key } };
 }
@@ -120,7 +120,7 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await expect.poll(() => page.getByTestId("live-mode").textContent()).toContain("event stream");
     await checkPage(page, run, "06-review-queue-empty");
     await page.evaluate(() => ((window as unknown as { journeyMarker: number }).journeyMarker = 1));
-    const client = new MandateClient({ baseUrl: svc.baseUrl });
+    const client = new MandateClient({ base_url: svc.baseUrl });
     const decision = await client.submitIntent(agent, { action: "vendor_payment", amount: 12_000, currency: "USD", counterparty: "ACME Corp" });
     expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "requires_dual_approval", status: "PENDING" });
     const row = page.locator(`li[data-decision-id="${decision.decision_id}"]`);
@@ -189,7 +189,7 @@ async function reviewJourney(run: string, viewport: { width: number; height: num
     await checkPage(page, run, "12-review-resolved");
 
     // The API agrees, and the queue no longer lists it.
-    const stored = await new MandateClient({ baseUrl: svc.baseUrl, apiKey: reviewer.apiKey }).getDecision(decision.decision_id);
+    const stored = await new MandateClient({ base_url: svc.baseUrl, api_key: reviewer.apiKey }).getDecision(decision.decision_id);
     expect(stored).toMatchObject({ outcome: "HUMAN_REVIEW", status: "RESOLVED", resolution: { resolution: "approved", resolved_by: reviewer.keyId } });
     await page.getByRole("link", { name: "← Review queue" }).click();
     await page.getByText("No decision is waiting for a human review.").waitFor();
@@ -245,7 +245,7 @@ describe("the console", () => {
 
   it("a key is refused with the API's message; a key without DECISION_READ sees neither the queue nor its page", async () => {
     const org = await svc.newOrg();
-    const admin = new MandateClient({ baseUrl: svc.baseUrl, apiKey: org.apiKey });
+    const admin = new MandateClient({ base_url: svc.baseUrl, api_key: org.apiKey });
     const limited = await admin.createApiKey("agents only", ["AGENT_ADMIN"]);
     const context = await browser.newContext({ viewport: DESKTOP, baseURL: svc.baseUrl });
     const { page, problems } = await openPage(context);

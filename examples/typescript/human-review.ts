@@ -24,8 +24,8 @@ const PAYMENTS_POLICY = {
 async function main(): Promise<void> {
   // A sandbox organization: its key holds every permission, REVIEWER included. A second key is
   // the second reviewer (and the policy's approver: four eyes).
-  const sandbox = await new MandateClient({ baseUrl: BASE_URL }).createSandbox(`review-${randomUUID().slice(0, 10)}@example.com`);
-  const alice = new MandateClient({ baseUrl: BASE_URL, apiKey: sandbox.api_key });
+  const sandbox = await new MandateClient({ base_url: BASE_URL }).createSandbox(`review-${randomUUID().slice(0, 10)}@example.com`);
+  const alice = new MandateClient({ base_url: BASE_URL, api_key: sandbox.api_key });
   const bob = alice.withApiKey((await alice.createApiKey("bob", ["REVIEWER", "POLICY_APPROVER", "DECISION_READ"])).api_key);
 
   const created = await alice.createPolicy("payments", PAYMENTS_POLICY);
@@ -33,9 +33,9 @@ async function main(): Promise<void> {
   await bob.approvePolicyVersion("payments", created.version);
   await bob.publishPolicyVersion("payments", created.version);
 
-  const principal = await alice.createPrincipal({ displayName: "Pat Payables", kind: "person" });
+  const principal = await alice.createPrincipal({ display_name: "Pat Payables", kind: "person" });
   const key = await AgentKey.generate();
-  const agent = await alice.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key });
+  const agent = await alice.registerAgent({ name: "payables-bot", principal_id: principal.principal_id, key });
   await alice.activate(agent);
   const me = agentIdentity(agent, key);
 
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
   console.log(`after bob: ${resolved.outcome} ${resolved.status}, resolution ${resolved.resolution?.resolution} by ${resolved.resolution?.resolved_by}`);
 
   // 4. The approved review gets its one Capability (from-review), verified and consumed as any other.
-  const cap = await alice.issueCapabilityFromReview(pending.decision_id, { audience: "erp-gateway", issuedBy: "payables-bot", ttlSeconds: 120 });
+  const cap = await alice.issueCapabilityFromReview(pending.decision_id, { audience: "erp-gateway", issued_by: "payables-bot", ttl_seconds: 120 });
   const verified = await alice.verifyCapability({ token: cap.token, audience: "erp-gateway", action: "vendor_payment", resource: "", constraints: boundConstraints(intent) });
   console.log(`capability ${verified.capability_id} consumed for ${verified.decision_id}`);
 
@@ -72,7 +72,7 @@ async function main(): Promise<void> {
   const rejected = await bob.reviewDecision(small.decision_id, "rejected", "Duplicate of INV-1042");
   let fromRejected = "";
   try {
-    await alice.issueCapabilityFromReview(small.decision_id, { audience: "erp-gateway", issuedBy: "payables-bot" });
+    await alice.issueCapabilityFromReview(small.decision_id, { audience: "erp-gateway", issued_by: "payables-bot" });
   } catch (err) {
     if (!(err instanceof ConflictError)) throw err;
     fromRejected = err.detail;

@@ -55,18 +55,18 @@ async function main(): Promise<void> {
 
   // 1. Create an organization: a sandbox needs no authentication and comes with an
   //    all-permission API key and the active starter policy.
-  const sandbox = await new MandateClient({ baseUrl: BASE_URL }).createSandbox(`onboarding-${randomUUID().slice(0, 10)}@example.com`);
+  const sandbox = await new MandateClient({ base_url: BASE_URL }).createSandbox(`onboarding-${randomUUID().slice(0, 10)}@example.com`);
   step(1, `sandbox organization ${sandbox.organization_id} (starter policy: ${sandbox.starter_policy_key})`);
-  const admin = new MandateClient({ baseUrl: BASE_URL, apiKey: sandbox.api_key });
+  const admin = new MandateClient({ base_url: BASE_URL, api_key: sandbox.api_key });
   summary.organization_id = sandbox.organization_id;
 
   // 2. Register an agent with a Principal. The key pair is generated here; only the
   //    public key is uploaded. Registering the same key again is the same agent.
-  const principal = await admin.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: "pat" });
+  const principal = await admin.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: "pat" });
   const keyFile = path.join(await mkdtemp(path.join(os.tmpdir(), "mandate-onboarding-")), "payables-bot.pem");
   const key = await loadOrCreateKey(keyFile);
-  const agent = await admin.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key, owner: "finance-ops", environment: "sandbox" });
-  const again = await admin.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key });
+  const agent = await admin.registerAgent({ name: "payables-bot", principal_id: principal.principal_id, key, owner: "finance-ops", environment: "sandbox" });
+  const again = await admin.registerAgent({ name: "payables-bot", principal_id: principal.principal_id, key });
   if (again.agent_id !== agent.agent_id) throw new Error("registration is idempotent per key");
   step(2, `agent ${agent.agent_id} (${agent.state}) acting for ${principal.principal_id}; key in ${keyFile}`);
   summary.agent_state_after_registration = agent.state;
@@ -114,7 +114,7 @@ async function main(): Promise<void> {
 
   // The ALLOW can be turned into a single-use Capability for the enforcement point.
   const allowed = decisions[0]!;
-  const cap = await admin.issueCapability(allowed.decision_id, { audience: "erp-gateway", issuedBy: "payables-bot", ttlSeconds: 120 });
+  const cap = await admin.issueCapability(allowed.decision_id, { audience: "erp-gateway", issued_by: "payables-bot", ttl_seconds: 120 });
   const verified = await admin.verifyCapability({
     token: cap.token,
     audience: "erp-gateway",

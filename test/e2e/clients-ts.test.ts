@@ -68,36 +68,36 @@ function countingFetch(): { fetch: typeof fetch; calls: string[] } {
 
 /** An organization (sandbox), its client, a principal and an active agent with its identity. */
 async function sandboxAgent(options: Partial<MandateClientOptions> = {}) {
-  const anonymous = new MandateClient({ baseUrl: svc.baseUrl, ...options });
+  const anonymous = new MandateClient({ base_url: svc.baseUrl, ...options });
   const sandbox = await anonymous.createSandbox(uniqueEmail("ts-client"));
   const client = anonymous.withApiKey(sandbox.api_key);
-  const principal = await client.createPrincipal({ displayName: "Accounts Payable", kind: "role" });
+  const principal = await client.createPrincipal({ display_name: "Accounts Payable", kind: "role" });
   const key = await AgentKey.generate();
-  const agent = await client.registerAgent({ name: "ts-agent", principalId: principal.principal_id, key });
+  const agent = await client.registerAgent({ name: "ts-agent", principal_id: principal.principal_id, key });
   await client.activate(agent);
   return { sandbox, client, principal, key, agent, identity: agentIdentity(agent, key) };
 }
 
 describe("the scenario: sandbox → register twice → activate → ALLOW → capability → verify → replay", () => {
   it("runs end to end with one identity per private key", async () => {
-    const client = new MandateClient({ baseUrl: svc.baseUrl });
+    const client = new MandateClient({ base_url: svc.baseUrl });
     const sandbox = await client.createSandbox(uniqueEmail("ts-scenario"));
     expect(sandbox.starter_policy_key).toBe("starter");
     expect(sandbox.organization_id).toMatch(/\S/);
     const org = client.withApiKey(sandbox.api_key);
-    const principal = await org.createPrincipal({ displayName: "Pat Payables", kind: "person", externalRef: "pat" });
+    const principal = await org.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: "pat" });
 
     // The key is generated locally and kept in a 0600 file; only the public key is uploaded.
     const keyFile = path.join(dir, "scenario.pem");
     const key = await loadOrCreateKey(keyFile);
     expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
-    const first = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key, environment: "sandbox" });
+    const first = await org.registerAgent({ name: "payables-bot", principal_id: principal.principal_id, key, environment: "sandbox" });
     expect(first.state).toBe("registered");
-    expect(first.public_key).toBe(key.publicKey);
+    expect(first.public_key).toBe(key.public_key);
     expect(first.environment).toBe("sandbox");
 
     // Registering again with the same private key (read back from its file) is the same identity.
-    const again = await org.registerAgent({ name: "payables-bot", principalId: principal.principal_id, key: await loadOrCreateKey(keyFile) });
+    const again = await org.registerAgent({ name: "payables-bot", principal_id: principal.principal_id, key: await loadOrCreateKey(keyFile) });
     expect(again.agent_id).toBe(first.agent_id);
     expect(again.certificate_id).toBe(first.certificate_id);
 
@@ -111,7 +111,7 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
     expect(Object.keys(decision).sort()).toEqual(["decision_id", "evaluated_at", "evidence_id", "outcome", "reason"]);
     expect(decision.evaluated_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
 
-    const capability = await org.issueCapability(decision.decision_id, { audience: "erp-gateway", issuedBy: "payables-bot", ttlSeconds: 120 });
+    const capability = await org.issueCapability(decision.decision_id, { audience: "erp-gateway", issued_by: "payables-bot", ttl_seconds: 120 });
     expect(capability.token.split(".")).toHaveLength(3);
     expect(Date.parse(capability.expires_at) - Date.now()).toBeLessThanOrEqual(121_000);
 
@@ -130,7 +130,7 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
     const replay = await org.verifyCapability(verifyArgs).catch((e: unknown) => e);
     expect(replay).toBeInstanceOf(ConflictError);
     expect(replay).toMatchObject({ status: 409, detail: "capability_consumed" });
-    expect((replay as ConflictError).requestId).toMatch(/\S/);
+    expect((replay as ConflictError).request_id).toMatch(/\S/);
 
     // The Capability as stored: consumed, with the lifetime it was issued with; never its token.
     const stored = await org.getCapability(capability.capability_id);
@@ -151,8 +151,8 @@ describe("the scenario: sandbox → register twice → activate → ALLOW → ca
     // The same nonce and bytes answer the same decision (what makes a retried Intent safe).
     const nonce = crypto.randomUUID();
     const requestedAt = new Date().toISOString();
-    const once = await org.submitIntent(agent, { action: "reference_noop", nonce, requestedAt });
-    const twice = await org.submitIntent(agent, { action: "reference_noop", nonce, requestedAt });
+    const once = await org.submitIntent(agent, { action: "reference_noop", nonce, requested_at: requestedAt });
+    const twice = await org.submitIntent(agent, { action: "reference_noop", nonce, requested_at: requestedAt });
     expect(twice.decision_id).toBe(once.decision_id);
   });
 });
@@ -175,7 +175,7 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
 
     const [resolved] = await Promise.all([
       // stream: false keeps this the polling path; the stream's is tested under "events" below.
-      client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 20, timeoutMs: 20_000, stream: false }),
+      client.waitForResolution(decision.decision_id, { agent: identity, interval_ms: 20, timeout_ms: 20_000, stream: false }),
       pollingSeen.promise.then(() => {
         pollsBeforeReview = polls;
         return client.reviewDecision(decision.decision_id, "approved", "Checked with treasury.");
@@ -188,9 +188,9 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
     expect(resolved.status).toBe("RESOLVED");
     expect(resolved.resolution).toMatchObject({ resolution: "approved", reason: "Checked with treasury." });
 
-    const direct = await client.issueCapability(decision.decision_id, { audience: "bank", issuedBy: "ops" }).catch((e: unknown) => e);
+    const direct = await client.issueCapability(decision.decision_id, { audience: "bank", issued_by: "ops" }).catch((e: unknown) => e);
     expect(direct).toBeInstanceOf(ConflictError);
-    const capability = await client.issueCapabilityFromReview(decision.decision_id, { audience: "bank", issuedBy: "ops" });
+    const capability = await client.issueCapabilityFromReview(decision.decision_id, { audience: "bank", issued_by: "ops" });
     const verified = await client.verifyCapability({ token: capability.token, audience: "bank", action: "wire_transfer", resource: "account:DE89-3704", constraints: {} });
     expect(verified.decision_id).toBe(decision.decision_id);
     expect(verified.resource).toBe("account:DE89-3704");
@@ -200,7 +200,7 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
     const { client, identity } = await sandboxAgent();
     const decision = await client.submitIntent(identity, { action: "open_account" });
     for (const stream of [false, true]) {
-      const err = await client.waitForResolution(decision.decision_id, { timeoutMs: 300, intervalMs: 50, stream }).catch((e: unknown) => e);
+      const err = await client.waitForResolution(decision.decision_id, { timeout_ms: 300, interval_ms: 50, stream }).catch((e: unknown) => e);
       expect(err, `stream: ${stream}`).toBeInstanceOf(ResolutionTimeoutError);
       expect(err).toBeInstanceOf(MandateError);
       expect((err as ResolutionTimeoutError).detail).toBe("resolution_timeout");
@@ -211,34 +211,34 @@ describe("the scenario: HUMAN_REVIEW → poll → approve → from-review capabi
 describe("typed errors, never retried for a 4xx", () => {
   it("a tampered signature is an AuthenticationError sent exactly once", async () => {
     const counter = countingFetch();
-    const { client, agent } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const { client, agent } = await sandboxAgent({ fetch: counter.fetch, max_retries: 6, backoff_base_ms: 1 });
     const impostor: AgentIdentity = agentIdentity(agent, await AgentKey.generate());
     counter.calls.length = 0;
     const err = await client.submitIntent(impostor, { action: "reference_noop" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuthenticationError);
     expect(err).toMatchObject({ status: 401, detail: "signature_invalid" });
-    expect((err as AuthenticationError).requestId).toMatch(/\S/);
+    expect((err as AuthenticationError).request_id).toMatch(/\S/);
     expect((err as AuthenticationError).message).toMatch(/\S/);
     expect(counter.calls).toEqual(["POST /v1/intents"]);
 
     counter.calls.length = 0;
-    const unknown = await client.submitIntent({ ...impostor, certificateId: "crt_unknown" }, { action: "reference_noop" }).catch((e: unknown) => e);
+    const unknown = await client.submitIntent({ ...impostor, certificate_id: "crt_unknown" }, { action: "reference_noop" }).catch((e: unknown) => e);
     expect(unknown).toMatchObject({ status: 401, detail: "unknown_key" });
     expect(counter.calls).toHaveLength(1);
   });
 
   it("maps 403, 404, 409 and 422 to their classes, each after one request", async () => {
     const counter = countingFetch();
-    const { client, principal, identity } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const { client, principal, identity } = await sandboxAgent({ fetch: counter.fetch, max_retries: 6, backoff_base_ms: 1 });
     const cases: [() => Promise<unknown>, abstract new (...args: never[]) => MandateError, number, string][] = [
-      [() => new MandateClient({ baseUrl: svc.baseUrl, fetch: counter.fetch }).createPrincipal({ displayName: "x", kind: "person" }), AuthenticationError, 401, "missing_credentials"],
+      [() => new MandateClient({ base_url: svc.baseUrl, fetch: counter.fetch }).createPrincipal({ display_name: "x", kind: "person" }), AuthenticationError, 401, "missing_credentials"],
       [() => client.getDecision("dec_missing"), NotFoundError, 404, "not_found"],
       [() => client.activate(identity), ConflictError, 409, "invalid_transition"],
-      [() => client.createPrincipal({ displayName: "x", kind: "robot" as never }), ValidationError, 422, "validation_failed"],
+      [() => client.createPrincipal({ display_name: "x", kind: "robot" as never }), ValidationError, 422, "validation_failed"],
       [
         async () => {
           const key = await AgentKey.generate();
-          const fresh = await client.registerAgent({ name: "idle", principalId: principal.principal_id, key });
+          const fresh = await client.registerAgent({ name: "idle", principal_id: principal.principal_id, key });
           return client.submitIntent(agentIdentity(fresh, key), { action: "reference_noop" });
         },
         PermissionDeniedError,
@@ -253,7 +253,7 @@ describe("typed errors, never retried for a 4xx", () => {
       expect(err).toMatchObject({ status, detail });
       expect(counter.calls.filter((c) => c !== "POST /v1/agents"), detail).toHaveLength(1);
     }
-    const invalid = (await client.createPrincipal({ displayName: "x", kind: "robot" as never }).catch((e: unknown) => e)) as ValidationError;
+    const invalid = (await client.createPrincipal({ display_name: "x", kind: "robot" as never }).catch((e: unknown) => e)) as ValidationError;
     expect(invalid.errors.map((e) => e.field)).toContain("kind");
   });
 });
@@ -272,7 +272,7 @@ describe("lifecycle", () => {
     const newKey = await AgentKey.generate();
     const rotated = await client.rotateKey(agent, newKey);
     expect(rotated.certificate_id).not.toBe(agent.certificate_id);
-    expect(rotated.public_key).toBe(newKey.publicKey);
+    expect(rotated.public_key).toBe(newKey.public_key);
     await expect(client.submitIntent(identity, { action: "reference_noop" })).rejects.toMatchObject({ status: 401, detail: "unknown_key" });
     const current = agentIdentity(rotated, newKey);
     const decision = await client.submitIntent(current, { action: "reference_noop" });
@@ -284,7 +284,7 @@ describe("lifecycle", () => {
     await expect(client.submitIntent(current, { action: "reference_noop" })).rejects.toMatchObject({ status: 403, detail: "agent_revoked" });
 
     const otherKey = await AgentKey.generate();
-    const other = await client.registerAgent({ name: "old", principalId: principal.principal_id, key: otherKey });
+    const other = await client.registerAgent({ name: "old", principal_id: principal.principal_id, key: otherKey });
     expect((await client.retire(other)).state).toBe("retired");
     await expect(client.activate(other)).rejects.toBeInstanceOf(ConflictError);
   });
@@ -326,14 +326,14 @@ describe("governance", () => {
 describe("the operator key", () => {
   it("acts for the organization it names, and for none without one", async () => {
     const { sandbox, client } = await sandboxAgent();
-    const operator = new MandateClient({ baseUrl: svc.baseUrl, operatorKey: svc.operatorKey, organizationId: sandbox.organization_id });
-    const principal = await operator.createPrincipal({ displayName: "Ops", kind: "service" });
+    const operator = new MandateClient({ base_url: svc.baseUrl, operator_key: svc.operatorKey, organization_id: sandbox.organization_id });
+    const principal = await operator.createPrincipal({ display_name: "Ops", kind: "service" });
     const key = await AgentKey.generate();
-    const agent = await operator.registerAgent({ name: "ops-bot", principalId: principal.principal_id, key });
+    const agent = await operator.registerAgent({ name: "ops-bot", principal_id: principal.principal_id, key });
     expect((await operator.activate(agent)).state).toBe("active");
     expect((await client.getAgent(agent.agent_id)).acting_for_principal_id).toBe(principal.principal_id);
-    const unnamed = new MandateClient({ baseUrl: svc.baseUrl, operatorKey: svc.operatorKey });
-    await expect(unnamed.createPrincipal({ displayName: "x", kind: "person" })).rejects.toMatchObject({ status: 401, detail: "missing_credentials" });
+    const unnamed = new MandateClient({ base_url: svc.baseUrl, operator_key: svc.operatorKey });
+    await expect(unnamed.createPrincipal({ display_name: "x", kind: "person" })).rejects.toMatchObject({ status: 401, detail: "missing_credentials" });
   });
 });
 
@@ -347,10 +347,10 @@ describe("keys", () => {
     const pem = await readFile(file, "utf8");
     // OpenSSL (via node:crypto) reads it and derives the same public key.
     const raw = Buffer.from(createPublicKey(createPrivateKey(pem)).export({ format: "jwk" }).x!, "base64url");
-    expect(key.publicKey).toBe(`ed25519:base64:${raw.toString("base64")}`);
-    expect((await loadKey(file)).publicKey).toBe(key.publicKey);
+    expect(key.public_key).toBe(`ed25519:base64:${raw.toString("base64")}`);
+    expect((await loadKey(file)).public_key).toBe(key.public_key);
     expect(await (await loadKey(file)).sign("hello")).toBe(await key.sign("hello"));
-    expect((await AgentKey.fromPem(pem)).publicKey).toBe(key.publicKey);
+    expect((await AgentKey.fromPem(pem)).public_key).toBe(key.public_key);
     await expect(AgentKey.fromPem("-----BEGIN PRIVATE KEY-----\n%%%\n-----END PRIVATE KEY-----\n")).rejects.toThrow("not base64");
   });
 });
@@ -380,9 +380,9 @@ describe("retries (against a stub server)", () => {
     const decision = { decision_id: "dec_1", outcome: "ALLOW", reason: "starter_reference_action", evidence_id: "evd_1", evaluated_at: new Date().toISOString() };
     const stub = await stubServer((n) => (n <= 2 ? { status: 503, body: UNAVAILABLE } : { status: 200, body: decision }));
     try {
-      const client = new MandateClient({ baseUrl: stub.url, maxRetries: 4, backoffBaseMs: 10, backoffCapMs: 50 });
+      const client = new MandateClient({ base_url: stub.url, max_retries: 4, backoff_base_ms: 10, backoff_cap_ms: 50 });
       const key = await AgentKey.generate();
-      const result = await client.submitIntent({ agentId: "agt_1", certificateId: "crt_1", key }, { action: "reference_noop", amount: 5 });
+      const result = await client.submitIntent({ agent_id: "agt_1", certificate_id: "crt_1", key }, { action: "reference_noop", amount: 5 });
       expect(result).toEqual(decision);
       expect(stub.seen).toHaveLength(3);
       expect(new Set(stub.seen.map((s) => s.body.toString("hex"))).size).toBe(1);
@@ -395,13 +395,13 @@ describe("retries (against a stub server)", () => {
     }
   });
 
-  it("stops after maxRetries with a ServerError carrying the last answer", async () => {
+  it("stops after max_retries with a ServerError carrying the last answer", async () => {
     const stub = await stubServer(() => ({ status: 503, body: UNAVAILABLE }));
     try {
-      const client = new MandateClient({ baseUrl: stub.url, apiKey: "k", maxRetries: 3, backoffBaseMs: 1, backoffCapMs: 5 });
+      const client = new MandateClient({ base_url: stub.url, api_key: "k", max_retries: 3, backoff_base_ms: 1, backoff_cap_ms: 5 });
       const err = await client.getDecision("dec_1").catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ServerError);
-      expect(err).toMatchObject({ status: 503, detail: "unavailable", requestId: "stub" });
+      expect(err).toMatchObject({ status: 503, detail: "unavailable", request_id: "stub" });
       expect(stub.seen).toHaveLength(4);
       expect(stub.seen[0]!.headers.authorization).toBe("Bearer k");
     } finally {
@@ -412,7 +412,7 @@ describe("retries (against a stub server)", () => {
   it("never retries a 4xx (429 included)", async () => {
     const stub = await stubServer(() => ({ status: 429, body: { detail: "rate_limited", message: "slow down", request_id: "r" } }));
     try {
-      const client = new MandateClient({ baseUrl: stub.url, maxRetries: 5, backoffBaseMs: 1 });
+      const client = new MandateClient({ base_url: stub.url, max_retries: 5, backoff_base_ms: 1 });
       await expect(client.createSandbox("a@example.com")).rejects.toBeInstanceOf(RateLimitedError);
       expect(stub.seen).toHaveLength(1);
     } finally {
@@ -423,12 +423,12 @@ describe("retries (against a stub server)", () => {
   it("retries timeouts and refused connections, then raises TransportError", async () => {
     const stub = await stubServer((n) => (n === 1 ? null : { status: 200, body: { agent_id: "agt_1" } }));
     try {
-      const client = new MandateClient({ baseUrl: stub.url, apiKey: "k", timeoutMs: 200, maxRetries: 2, backoffBaseMs: 1 });
+      const client = new MandateClient({ base_url: stub.url, api_key: "k", timeout_ms: 200, max_retries: 2, backoff_base_ms: 1 });
       expect(await client.getAgent("agt_1")).toEqual({ agent_id: "agt_1" });
       expect(stub.seen).toHaveLength(2);
       const never = await stubServer(() => null);
       try {
-        const err = await new MandateClient({ baseUrl: never.url, timeoutMs: 150, maxRetries: 1, backoffBaseMs: 1 }).getAgent("a").catch((e: unknown) => e);
+        const err = await new MandateClient({ base_url: never.url, timeout_ms: 150, max_retries: 1, backoff_base_ms: 1 }).getAgent("a").catch((e: unknown) => e);
         expect(err).toBeInstanceOf(TransportError);
         expect(err).toMatchObject({ status: 0, detail: "timeout" });
         expect(never.seen).toHaveLength(2);
@@ -440,7 +440,7 @@ describe("retries (against a stub server)", () => {
     }
     const closed = await freePort();
     const counter = countingFetch();
-    const client = new MandateClient({ baseUrl: `http://127.0.0.1:${closed}`, fetch: counter.fetch, maxRetries: 3, backoffBaseMs: 1 });
+    const client = new MandateClient({ base_url: `http://127.0.0.1:${closed}`, fetch: counter.fetch, max_retries: 3, backoff_base_ms: 1 });
     const err = await client.getAgent("agt_1").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TransportError);
     expect(err).toMatchObject({ status: 0, detail: "connection_failed" });
@@ -512,10 +512,10 @@ describe("events: watchEvents over Server-Sent Events", () => {
     const stop = new AbortController();
     try {
       // The same organization watched twice: directly (the reference) and through the proxy (cut).
-      const direct = collect(client.watchEvents({ signal: stop.signal, onListening: () => listening.direct.resolve() }));
-      const viaProxy = new MandateClient({ baseUrl: proxy.url, apiKey: sandbox.api_key, backoffBaseMs: 10, backoffCapMs: 100 });
+      const direct = collect(client.watchEvents({ signal: stop.signal, on_listening: () => listening.direct.resolve() }));
+      const viaProxy = new MandateClient({ base_url: proxy.url, api_key: sandbox.api_key, backoff_base_ms: 10, backoff_cap_ms: 100 });
       let connections = 0;
-      const cut = collect(viaProxy.watchEvents({ signal: stop.signal, onListening: () => void (++connections === 1 && listening.cut.resolve()) }));
+      const cut = collect(viaProxy.watchEvents({ signal: stop.signal, on_listening: () => void (++connections === 1 && listening.cut.resolve()) }));
       await within("both streams listening", Promise.all([listening.direct.promise, listening.cut.promise]), WATCHDOG_MS);
 
       for (let i = 0; i < 4; i++) await client.submitIntent(identity, { action: "reference_noop" });
@@ -550,7 +550,7 @@ describe("events: watchEvents over Server-Sent Events", () => {
     const { client, identity } = await sandboxAgent();
     const stop = new AbortController();
     const ready = deferred();
-    const all = collect(client.watchEvents({ signal: stop.signal, onListening: () => ready.resolve() }));
+    const all = collect(client.watchEvents({ signal: stop.signal, on_listening: () => ready.resolve() }));
     await within("listening", ready.promise, WATCHDOG_MS);
     const review = await client.submitIntent(identity, { action: "open_account" });
     const allow = await client.submitIntent(identity, { action: "reference_noop" });
@@ -573,7 +573,7 @@ describe("events: watchEvents over Server-Sent Events", () => {
 
   it("never retries a refusal: 403 without EVENTS_READ, 422 for an unknown type or cursor", async () => {
     const counter = countingFetch();
-    const { client } = await sandboxAgent({ fetch: counter.fetch, maxRetries: 6, backoffBaseMs: 1 });
+    const { client } = await sandboxAgent({ fetch: counter.fetch, max_retries: 6, backoff_base_ms: 1 });
     const reader = client.withApiKey((await client.createApiKey("reader", ["DECISION_READ"])).api_key);
     const cases: [AsyncGenerator<EventEnvelope>, abstract new (...args: never[]) => MandateError, number, string][] = [
       [reader.watchEvents(), PermissionDeniedError, 403, "permission_denied"],
@@ -592,8 +592,8 @@ describe("events: watchEvents over Server-Sent Events", () => {
   it("throws TransportError once the reconnections in a row are spent", async () => {
     const closed = await freePort();
     const counter = countingFetch();
-    const client = new MandateClient({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: "k", fetch: counter.fetch, backoffBaseMs: 1, backoffCapMs: 5 });
-    const err = await client.watchEvents({ maxReconnects: 2 }).next().catch((e: unknown) => e);
+    const client = new MandateClient({ base_url: `http://127.0.0.1:${closed}`, api_key: "k", fetch: counter.fetch, backoff_base_ms: 1, backoff_cap_ms: 5 });
+    const err = await client.watchEvents({ max_reconnects: 2 }).next().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TransportError);
     expect(err).toMatchObject({ status: 0, detail: "connection_failed" });
     expect(counter.calls).toHaveLength(3);
@@ -627,9 +627,9 @@ describe("events: watchEvents reconnection (against a stub SSE server)", () => {
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     try {
-      const client = new MandateClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, apiKey: "k", backoffBaseMs: 1, backoffCapMs: 5 });
+      const client = new MandateClient({ base_url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, api_key: "k", backoff_base_ms: 1, backoff_cap_ms: 5 });
       const got: EventEnvelope[] = [];
-      for await (const e of client.watchEvents({ types: ["AgentStateChanged"], idleTimeoutMs: 300 })) {
+      for await (const e of client.watchEvents({ types: ["AgentStateChanged"], idle_timeout_ms: 300 })) {
         got.push(e);
         if (got.length === 4) break;
       }
@@ -647,14 +647,14 @@ describe("events: watchEvents reconnection (against a stub SSE server)", () => {
     }
   });
 
-  it("lets an error of onListening through, without reconnecting", async () => {
+  it("lets an error of on_listening through, without reconnecting", async () => {
     const counter = countingFetch();
     const { sandbox } = await sandboxAgent();
-    const client = new MandateClient({ baseUrl: svc.baseUrl, apiKey: sandbox.api_key, fetch: counter.fetch });
+    const client = new MandateClient({ base_url: svc.baseUrl, api_key: sandbox.api_key, fetch: counter.fetch });
     const mine = new Error("the caller's own failure");
     const err = await client
       .watchEvents({
-        onListening: () => {
+        on_listening: () => {
           throw mine;
         },
       })
@@ -678,7 +678,7 @@ describe("events: waitForResolution", () => {
     const decision = await client.submitIntent(identity, { action: "wire_transfer", resource: "account:DE89-3704" });
     expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", status: "PENDING" });
     // A poll interval so short that polling would read many times while the review is pending.
-    const waiting = client.waitForResolution(decision.decision_id, { agent: identity, intervalMs: 1, timeoutMs: WATCHDOG_MS });
+    const waiting = client.waitForResolution(decision.decision_id, { agent: identity, interval_ms: 1, timeout_ms: WATCHDOG_MS });
     await within("the read at listening", firstRead.promise, WATCHDOG_MS);
     const readsBeforeReview = reads;
     await client.reviewDecision(decision.decision_id, "rejected", "Not this quarter.");
@@ -696,8 +696,8 @@ describe("events: waitForResolution", () => {
     const { client, identity } = await sandboxAgent();
     const decision = await client.submitIntent(identity, { action: "open_account" });
     const readerKey = (await client.createApiKey("reader", ["DECISION_READ"])).api_key;
-    const reader = new MandateClient({ baseUrl: svc.baseUrl, apiKey: readerKey, fetch: counter.fetch });
-    const waiting = reader.waitForResolution(decision.decision_id, { intervalMs: 20, timeoutMs: WATCHDOG_MS });
+    const reader = new MandateClient({ base_url: svc.baseUrl, api_key: readerKey, fetch: counter.fetch });
+    const waiting = reader.waitForResolution(decision.decision_id, { interval_ms: 20, timeout_ms: WATCHDOG_MS });
     await waitFor("two polls", () => counter.calls.filter((c) => c.startsWith("GET /v1/decisions/")).length >= 2, { timeoutMs: WATCHDOG_MS });
     await client.reviewDecision(decision.decision_id, "approved", "ok");
     expect((await waiting).status).toBe("RESOLVED");

@@ -116,10 +116,10 @@ function startProcess(command: string, args: string[], env: Record<string, strin
 /** A sandbox-like organization with an active agent, through the TypeScript client. */
 async function orgWithAgent() {
   const org = await svc.newOrg();
-  const client = new MandateClient({ baseUrl: svc.baseUrl, apiKey: org.apiKey });
-  const principal = await client.createPrincipal({ displayName: "Accounts Payable", kind: "role" });
+  const client = new MandateClient({ base_url: svc.baseUrl, api_key: org.apiKey });
+  const principal = await client.createPrincipal({ display_name: "Accounts Payable", kind: "role" });
   const key = await AgentKey.generate();
-  const agent = await client.registerAgent({ name: "receiver-demo", principalId: principal.principal_id, key });
+  const agent = await client.registerAgent({ name: "receiver-demo", principal_id: principal.principal_id, key });
   await client.activate(agent);
   return { org, client, identity: agentIdentity(agent, key) };
 }
@@ -213,7 +213,7 @@ describe("README, Events: the shell commands", () => {
     expect(listed.webhooks).toEqual([expect.objectContaining({ webhook_id: created.webhook_id })]);
     expect(listed.webhooks[0].secret ?? "").toBe("");
     // Nothing listens on :8000 here; remove the subscription so nothing is retried against it.
-    await new MandateClient({ baseUrl: svc.baseUrl, apiKey: org.apiKey }).deleteWebhook(created.webhook_id);
+    await new MandateClient({ base_url: svc.baseUrl, api_key: org.apiKey }).deleteWebhook(created.webhook_id);
   });
 
   it("watches the stream with curl -N until its first event", async () => {

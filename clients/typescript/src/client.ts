@@ -35,30 +35,35 @@ import type {
  * and turns every failure into a typed error.
  *
  * Retries: connection failures, timeouts and 5xx answers are retried up to
- * `maxRetries` times (default 4, at most 10), sleeping a random time in
- * [0, min(backoffCapMs, backoffBaseMs · 2^n)] before retry n ("full jitter";
+ * `max_retries` times (default 4, at most 10), sleeping a random time in
+ * [0, min(backoff_cap_ms, backoff_base_ms · 2^n)] before retry n ("full jitter";
  * defaults 250 ms base, 5 s cap). A 4xx (401, 403, 409, 422, 429, …) is never
  * retried. A retried Intent resends the exact same signed bytes, so the nonce
  * makes it idempotent: the service answers the original decision.
+ *
+ * Casing, chosen once: every member a caller passes or reads (options and argument objects,
+ * answers, error fields, an identity, a key's `public_key`) is snake_case, exactly as the wire
+ * JSON, the docs and the Python client spell it, so nothing is renamed on the way in or out;
+ * functions and methods are camelCase, as JavaScript names them.
  */
 
 /** Options of a MandateClient. */
 export interface MandateClientOptions {
   /** e.g. `http://127.0.0.1:8080` (the `/v1` prefix is added by the client). */
-  baseUrl: string;
+  base_url: string;
   /** An organization or sandbox API key, sent as `Authorization: Bearer`. */
-  apiKey?: string;
-  /** The platform operator key (internal use); needs `organizationId` for organization-scoped calls. */
-  operatorKey?: string;
-  organizationId?: string;
+  api_key?: string;
+  /** The platform operator key (internal use); needs `organization_id` for organization-scoped calls. */
+  operator_key?: string;
+  organization_id?: string;
   /** Per-attempt timeout, default 10 000 ms. */
-  timeoutMs?: number;
+  timeout_ms?: number;
   /** Retries after the first attempt, default 4, clamped to 0..10. */
-  maxRetries?: number;
+  max_retries?: number;
   /** Default 250 ms. */
-  backoffBaseMs?: number;
+  backoff_base_ms?: number;
   /** Default 5 000 ms. */
-  backoffCapMs?: number;
+  backoff_cap_ms?: number;
   /** The fetch to use (tests count requests with it); defaults to the global fetch. */
   fetch?: typeof fetch;
 }
@@ -76,33 +81,33 @@ export interface WatchEventsOptions {
    * whatever is recorded after it reaches this iterator. Awaited before reading on; a caller
    * that started without `after` re-reads its state here after a reconnection.
    */
-  onListening?: () => void | Promise<void>;
+  on_listening?: () => void | Promise<void>;
   /** Connection attempts in a row that may fail (without listening) before the iterator throws; default 20. */
-  maxReconnects?: number;
+  max_reconnects?: number;
   /** A connection silent this long (no event, no heartbeat) is dropped and resumed; default 45 000 ms (three heartbeats). */
-  idleTimeoutMs?: number;
+  idle_timeout_ms?: number;
 }
 
 /** Options of `MandateClient.waitForResolution`. */
 export interface WaitForResolutionOptions {
   /** Default 60 000 ms; then ResolutionTimeoutError. */
-  timeoutMs?: number;
+  timeout_ms?: number;
   /** Polling interval when polling, default 1 000 ms. */
-  intervalMs?: number;
+  interval_ms?: number;
   /** Read the decision as this agent (its own decisions only). */
   agent?: AgentIdentity;
   /** Wait on the event stream when the client has organization credentials (default true); false: poll. */
   stream?: boolean;
 }
 
-/** Hard upper bound on `maxRetries`, whatever the caller asks for. */
+/** Hard upper bound on `max_retries`, whatever the caller asks for. */
 export const MAX_RETRIES_LIMIT = 10;
 
-type AgentRef = string | Pick<Agent, "agent_id"> | Pick<AgentIdentity, "agentId">;
+/** An agent by id, or anything carrying its `agent_id` (an Agent, an AgentIdentity). */
+type AgentRef = string | Pick<Agent, "agent_id">;
 
 function agentIdOf(agent: AgentRef): string {
-  if (typeof agent === "string") return agent;
-  return "agentId" in agent ? agent.agentId : agent.agent_id;
+  return typeof agent === "string" ? agent : agent.agent_id;
 }
 
 /** Who authenticates one request: nobody, the client's organization credentials, or an agent's signature. */
@@ -123,7 +128,7 @@ const seg = encodeURIComponent;
 
 /** A client of one Mandate service; every method returns a promise and fails with a MandateError. */
 export class MandateClient {
-  readonly baseUrl: string;
+  readonly base_url: string;
   private readonly options: MandateClientOptions;
   private readonly timeoutMs: number;
   private readonly maxRetries: number;
@@ -133,17 +138,18 @@ export class MandateClient {
 
   constructor(options: MandateClientOptions) {
     this.options = { ...options };
-    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
-    this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.maxRetries = Math.max(0, Math.min(MAX_RETRIES_LIMIT, Math.floor(options.maxRetries ?? 4)));
-    this.backoffBaseMs = options.backoffBaseMs ?? 250;
-    this.backoffCapMs = options.backoffCapMs ?? 5_000;
-    this.fetchImpl = options.fetch ?? fetch;
+    this.base_url = options.base_url.replace(/\/+$/, "");
+    this.timeoutMs = options.timeout_ms ?? 10_000;
+    this.maxRetries = Math.max(0, Math.min(MAX_RETRIES_LIMIT, Math.floor(options.max_retries ?? 4)));
+    this.backoffBaseMs = options.backoff_base_ms ?? 250;
+    this.backoffCapMs = options.backoff_cap_ms ?? 5_000;
+    // A browser's fetch must be called on the window, never as a method of this client ("Illegal invocation").
+    this.fetchImpl = options.fetch ?? ((input, init) => fetch(input, init));
   }
 
-  /** The same client authenticating with `apiKey` (e.g. the key a sandbox was created with). */
+  /** The same client authenticating with `api_key` (e.g. the key a sandbox was created with). */
   withApiKey(apiKey: string): MandateClient {
-    return new MandateClient({ ...this.options, apiKey });
+    return new MandateClient({ ...this.options, api_key: apiKey });
   }
 
   // --- organizations, keys, principals --------------------------------------
@@ -158,9 +164,9 @@ export class MandateClient {
     return this.request("POST", "/v1/organization/api-keys", { body: { name, permissions } });
   }
 
-  createPrincipal(options: { displayName: string; kind: PrincipalKind; externalRef?: string }): Promise<Principal> {
+  createPrincipal(options: { display_name: string; kind: PrincipalKind; external_ref?: string }): Promise<Principal> {
     return this.request("POST", "/v1/principals", {
-      body: { display_name: options.displayName, kind: options.kind, ...(options.externalRef !== undefined && { external_ref: options.externalRef }) },
+      body: { display_name: options.display_name, kind: options.kind, ...(options.external_ref !== undefined && { external_ref: options.external_ref }) },
     });
   }
 
@@ -171,15 +177,15 @@ export class MandateClient {
   // --- agents ---------------------------------------------------------------
 
   /**
-   * Registers an agent under `principalId` with `key`'s public key (the private
+   * Registers an agent under `principal_id` with `key`'s public key (the private
    * key never leaves this process). Idempotent per key: registering the same
    * key again in the same organization with the same name, principal and labels
    * answers the same agent; other ones are a ConflictError (`already_exists`).
    */
-  registerAgent(options: { name: string; principalId: string; key: AgentKey; owner?: string; businessUnit?: string; environment?: string }): Promise<Agent> {
-    const body: Record<string, string> = { name: options.name, acting_for_principal_id: options.principalId, public_key: options.key.publicKey };
+  registerAgent(options: { name: string; principal_id: string; key: AgentKey; owner?: string; business_unit?: string; environment?: string }): Promise<Agent> {
+    const body: Record<string, string> = { name: options.name, acting_for_principal_id: options.principal_id, public_key: options.key.public_key };
     if (options.owner !== undefined) body.owner = options.owner;
-    if (options.businessUnit !== undefined) body.business_unit = options.businessUnit;
+    if (options.business_unit !== undefined) body.business_unit = options.business_unit;
     if (options.environment !== undefined) body.environment = options.environment;
     return this.request("POST", "/v1/agents", { body });
   }
@@ -215,14 +221,14 @@ export class MandateClient {
 
   /** Replaces the agent's key: the answer carries the new certificate_id; the old one stops verifying at once. */
   rotateKey(agent: AgentRef, newKey: AgentKey): Promise<Agent> {
-    return this.request("POST", `/v1/agents/${seg(agentIdOf(agent))}/rotate-key`, { body: { public_key: newKey.publicKey } });
+    return this.request("POST", `/v1/agents/${seg(agentIdOf(agent))}/rotate-key`, { body: { public_key: newKey.public_key } });
   }
 
   /** An agent-signed liveness signal (accepted while the agent is active). */
   async heartbeat(agent: AgentIdentity): Promise<Heartbeat> {
-    const bytes = new TextEncoder().encode(JSON.stringify({ agent_id: agent.agentId, sent_at: new Date().toISOString(), nonce: globalThis.crypto.randomUUID() }));
+    const bytes = new TextEncoder().encode(JSON.stringify({ agent_id: agent.agent_id, sent_at: new Date().toISOString(), nonce: globalThis.crypto.randomUUID() }));
     const headers = await this.bodySignature(agent, bytes);
-    return this.request("POST", `/v1/agents/${seg(agent.agentId)}/heartbeat`, { body: bytes, credentials: { kind: "agent", headers: async () => headers } });
+    return this.request("POST", `/v1/agents/${seg(agent.agent_id)}/heartbeat`, { body: bytes, credentials: { kind: "agent", headers: async () => headers } });
   }
 
   private transition(agent: AgentRef, op: string, reason?: string): Promise<Agent> {
@@ -236,10 +242,10 @@ export class MandateClient {
    * (a decision is data); an error means evaluation did not complete.
    */
   async submitIntent(agent: AgentIdentity, intent: IntentFields): Promise<Decision> {
-    const { requestedAt, nonce, ...fields } = intent;
-    const doc: Record<string, unknown> = { agent_id: agent.agentId };
+    const { requested_at, nonce, ...fields } = intent;
+    const doc: Record<string, unknown> = { agent_id: agent.agent_id };
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) doc[k] = v;
-    doc.requested_at = requestedAt === undefined ? new Date().toISOString() : typeof requestedAt === "string" ? requestedAt : requestedAt.toISOString();
+    doc.requested_at = requested_at === undefined ? new Date().toISOString() : typeof requested_at === "string" ? requested_at : requested_at.toISOString();
     doc.nonce = nonce ?? globalThis.crypto.randomUUID();
     // Serialised and signed once: every retry sends these exact bytes.
     const bytes = new TextEncoder().encode(JSON.stringify(doc));
@@ -257,7 +263,7 @@ export class MandateClient {
           headers: async () => {
             const timestamp = new Date().toISOString();
             return {
-              "x-service-key-id": agent.certificateId,
+              "x-service-key-id": agent.certificate_id,
               "x-service-timestamp": timestamp,
               "x-service-signature": await agent.key.sign(`GET ${path}\n${timestamp}`),
             };
@@ -273,16 +279,16 @@ export class MandateClient {
    * false) it waits on the event stream for the decision's HumanReviewResolved, reading the
    * decision whenever the stream (re)starts listening so that nothing recorded in between is
    * missed; when the stream cannot be used (a key without EVENTS_READ, a service without the
-   * stream, a connection that keeps failing) it polls every `intervalMs` (default 1 s) for the
-   * time left. Throws ResolutionTimeoutError after `timeoutMs` (default 60 s).
+   * stream, a connection that keeps failing) it polls every `interval_ms` (default 1 s) for the
+   * time left. Throws ResolutionTimeoutError after `timeout_ms` (default 60 s).
    */
   async waitForResolution(decisionId: string, options: WaitForResolutionOptions = {}): Promise<Decision> {
-    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+    const deadline = Date.now() + (options.timeout_ms ?? 60_000);
     if (options.stream !== false && this.hasOrgCredentials()) {
       const found = await this.waitOnStream(decisionId, deadline, options.agent);
       if (found) return found;
     }
-    return this.pollForResolution(decisionId, deadline, options.intervalMs ?? 1_000, options.agent);
+    return this.pollForResolution(decisionId, deadline, options.interval_ms ?? 1_000, options.agent);
   }
 
   /** The final decision, or undefined when the stream could not be used (then the caller polls); throws at the deadline. */
@@ -306,7 +312,7 @@ export class MandateClient {
     };
     const timer = setTimeout(() => stop.abort(), Math.max(0, deadline - Date.now()));
     try {
-      for await (const e of this.watchEvents({ types: ["HumanReviewResolved"], signal: stop.signal, onListening: check, maxReconnects: 3 })) {
+      for await (const e of this.watchEvents({ types: ["HumanReviewResolved"], signal: stop.signal, on_listening: check, max_reconnects: 3 })) {
         if (e.data.decision_id === decisionId) await check();
         if (found || readError !== undefined) break;
       }
@@ -449,35 +455,35 @@ export class MandateClient {
    * The organization's events as they are recorded (EVENTS_READ), over Server-Sent Events
    * (`GET /v1alpha/events:watch`), oldest first after `after`, then live; heartbeats are not
    * yielded. A dropped connection (network failure, a 5xx, the service shutting down, a
-   * connection silent for `idleTimeoutMs`) is resumed after the last event yielded, so the
+   * connection silent for `idle_timeout_ms`) is resumed after the last event yielded, so the
    * iterator yields every event once: no gap, no duplicate (within the retention window).
-   * Reconnections sleep a full-jitter backoff (`backoffBaseMs` · 2^n, capped at
-   * `backoffCapMs`); after `maxReconnects` failed connections in a row it throws the last
+   * Reconnections sleep a full-jitter backoff (`backoff_base_ms` · 2^n, capped at
+   * `backoff_cap_ms`); after `max_reconnects` failed connections in a row it throws the last
    * failure (TransportError or ServerError). A 4xx is never retried: 403 without EVENTS_READ,
    * 422 for an unknown type or a cursor that is unknown or past the retention window
    * (`cursor_expired`: start again without `after`), 429 past the organization's open streams.
    *
    * Until the first event, a reconnection has no cursor and starts from now again: events
-   * recorded while disconnected are not replayed (use `onListening` to re-read state then).
+   * recorded while disconnected are not replayed (use `on_listening` to re-read state then).
    */
   async *watchEvents(options: WatchEventsOptions = {}): AsyncGenerator<EventEnvelope, void, undefined> {
     let cursor = options.after ?? "";
-    const maxReconnects = Math.max(0, options.maxReconnects ?? 20);
-    const idleMs = options.idleTimeoutMs ?? 45_000;
+    const maxReconnects = Math.max(0, options.max_reconnects ?? 20);
+    const idleMs = options.idle_timeout_ms ?? 45_000;
     let failures = 0;
     for (;;) {
       if (options.signal?.aborted) return;
       const params = new URLSearchParams();
       if (options.types?.length) params.set("types", options.types.join(","));
       if (cursor) params.set("after", cursor);
-      const url = `${this.baseUrl}/v1alpha/events:watch${params.size ? `?${params}` : ""}`;
+      const url = `${this.base_url}/v1alpha/events:watch${params.size ? `?${params}` : ""}`;
       const connection = new AbortController();
       const onAbort = () => connection.abort();
       options.signal?.addEventListener("abort", onAbort, { once: true });
       // Until the answer's headers: the per-request timeout; after them, the idle timer.
       let timer = setTimeout(() => connection.abort(new DOMException("timeout", "TimeoutError")), this.timeoutMs);
       let listening = false;
-      // The caller's own onListening failed: its error, never retried as a dropped connection.
+      // The caller's own on_listening failed: its error, never retried as a dropped connection.
       let callbackFailure: { err: unknown } | undefined;
       let failure: MandateError;
       try {
@@ -506,7 +512,7 @@ export class MandateClient {
                   listening = true;
                   failures = 0;
                   try {
-                    await options.onListening?.();
+                    await options.on_listening?.();
                   } catch (err) {
                     callbackFailure = { err };
                     throw err;
@@ -530,7 +536,7 @@ export class MandateClient {
         if (callbackFailure) throw callbackFailure.err;
         if (options.signal?.aborted) return;
         if (err instanceof MandateError) throw err;
-        failure = transportError(err, this.baseUrl, this.timeoutMs);
+        failure = transportError(err, this.base_url, this.timeoutMs);
       } finally {
         clearTimeout(timer);
         options.signal?.removeEventListener("abort", onAbort);
@@ -565,10 +571,10 @@ export class MandateClient {
     return this.request("POST", `/v1alpha/webhooks/${seg(webhookId)}:rotate-secret`, { body: {} });
   }
 
-  /** Deliveries with their attempts, newest event first; pass `next_page_token` back as `pageToken`. */
-  async listWebhookDeliveries(webhookId: string, options: { pageSize?: number; pageToken?: string } = {}): Promise<{ deliveries: WebhookDelivery[]; next_page_token?: string }> {
+  /** Deliveries with their attempts, newest event first; pass `next_page_token` back as `page_token`. */
+  async listWebhookDeliveries(webhookId: string, options: { page_size?: number; page_token?: string } = {}): Promise<{ deliveries: WebhookDelivery[]; next_page_token?: string }> {
     const page = await this.request<{ deliveries?: WebhookDelivery[]; next_page_token?: string }>("GET", `/v1alpha/webhooks/${seg(webhookId)}/deliveries`, {
-      query: { page_size: options.pageSize, page_token: options.pageToken },
+      query: { page_size: options.page_size, page_token: options.page_token },
     });
     return { deliveries: page.deliveries ?? [], ...(page.next_page_token ? { next_page_token: page.next_page_token } : {}) };
   }
@@ -587,7 +593,7 @@ export class MandateClient {
    */
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const credentials = options.credentials ?? { kind: "org" };
-    let url = `${this.baseUrl}${path}`;
+    let url = `${this.base_url}${path}`;
     if (options.query) {
       const params = new URLSearchParams();
       for (const [k, v] of Object.entries(options.query)) if (v !== undefined) params.set(k, String(v));
@@ -615,7 +621,7 @@ export class MandateClient {
         if (res.status < 500) throw failure;
       } catch (err) {
         if (err instanceof MandateError) throw err;
-        failure = transportError(err, this.baseUrl, this.timeoutMs);
+        failure = transportError(err, this.base_url, this.timeoutMs);
       }
       if (attempt >= this.maxRetries) throw failure;
       await sleep(Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt));
@@ -623,22 +629,22 @@ export class MandateClient {
   }
 
   private hasOrgCredentials(): boolean {
-    return Boolean(this.options.apiKey || this.options.operatorKey);
+    return Boolean(this.options.api_key || this.options.operator_key);
   }
 
   private orgHeaders(): Record<string, string> {
-    if (this.options.apiKey) return { authorization: `Bearer ${this.options.apiKey}` };
-    if (this.options.operatorKey) {
+    if (this.options.api_key) return { authorization: `Bearer ${this.options.api_key}` };
+    if (this.options.operator_key) {
       return {
-        "x-service-operator-key": this.options.operatorKey,
-        ...(this.options.organizationId !== undefined && { "x-service-organization-id": this.options.organizationId }),
+        "x-service-operator-key": this.options.operator_key,
+        ...(this.options.organization_id !== undefined && { "x-service-organization-id": this.options.organization_id }),
       };
     }
     return {};
   }
 
   private async bodySignature(agent: AgentIdentity, bytes: Uint8Array): Promise<Record<string, string>> {
-    return { "x-service-key-id": agent.certificateId, "x-service-signature": await agent.key.sign(bytes) };
+    return { "x-service-key-id": agent.certificate_id, "x-service-signature": await agent.key.sign(bytes) };
   }
 }
 
@@ -665,7 +671,7 @@ function transportError(err: unknown, baseUrl: string, timeoutMs: number): Trans
 }
 
 function capabilityBody(options: IssueCapabilityOptions): Record<string, unknown> {
-  return { audience: options.audience, issued_by: options.issuedBy, ...(options.ttlSeconds !== undefined && { ttl_seconds: options.ttlSeconds }) };
+  return { audience: options.audience, issued_by: options.issued_by, ...(options.ttl_seconds !== undefined && { ttl_seconds: options.ttl_seconds }) };
 }
 
 /** A decision that will not change: ALLOW or DENY, or a HUMAN_REVIEW that was resolved. */

@@ -19,7 +19,7 @@ export interface ErrorInit {
   status: number;
   detail: string;
   message: string;
-  requestId?: string;
+  request_id?: string;
   errors?: FieldError[];
   cause?: unknown;
 }
@@ -31,7 +31,7 @@ export class MandateError extends Error {
   /** Stable snake_case code, e.g. `signature_invalid`, `capability_consumed`. */
   readonly detail: string;
   /** The service's request id, for its logs; undefined when no answer arrived. */
-  readonly requestId: string | undefined;
+  readonly request_id: string | undefined;
   /** Field errors (422). */
   readonly errors: FieldError[];
 
@@ -40,7 +40,7 @@ export class MandateError extends Error {
     this.name = new.target.name;
     this.status = init.status;
     this.detail = init.detail;
-    this.requestId = init.requestId;
+    this.request_id = init.request_id;
     this.errors = init.errors ?? [];
   }
 }
@@ -94,7 +94,7 @@ export function errorFromResponse(status: number, body: unknown, requestIdHeader
     status,
     detail: typeof b.detail === "string" ? b.detail : `http_${status}`,
     message: typeof b.message === "string" ? b.message : typeof body === "string" && body ? body.slice(0, 500) : `HTTP ${status}`,
-    requestId: typeof b.request_id === "string" ? b.request_id : (requestIdHeader ?? undefined),
+    request_id: typeof b.request_id === "string" ? b.request_id : (requestIdHeader ?? undefined),
     errors: Array.isArray(b.errors) ? (b.errors as FieldError[]) : [],
   });
 }

@@ -34,12 +34,12 @@ function fromPem(pem: string): Uint8Array {
   return new Uint8Array(der.subarray(PKCS8_PREFIX.length));
 }
 
-/** An Ed25519 key pair held by an agent; sign with it, upload only `publicKey`. */
+/** An Ed25519 key pair held by an agent; sign with it, upload only `public_key`. */
 export class AgentKey {
   private constructor(
     private readonly seed: Uint8Array,
     /** The raw 32-byte public key. */
-    readonly publicKeyBytes: Uint8Array,
+    readonly public_key_bytes: Uint8Array,
   ) {}
 
   /** A fresh key from the operating system's CSPRNG. */
@@ -59,8 +59,8 @@ export class AgentKey {
   }
 
   /** The public key in the wire form `ed25519:base64:<standard base64 of 32 bytes>`. */
-  get publicKey(): string {
-    return `ed25519:base64:${toBase64(this.publicKeyBytes)}`;
+  get public_key(): string {
+    return `ed25519:base64:${toBase64(this.public_key_bytes)}`;
   }
 
   /** The private key as PKCS#8 PEM. Treat it as a secret. */

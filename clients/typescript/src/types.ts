@@ -55,14 +55,14 @@ export interface Agent {
 
 /** What an agent signs with: its id, its current certificate and its private key. */
 export interface AgentIdentity {
-  agentId: string;
-  certificateId: string;
+  agent_id: string;
+  certificate_id: string;
   key: AgentKey;
 }
 
 /** The identity of a registered agent (after registration or a key rotation) with its key. */
 export function agentIdentity(agent: Pick<Agent, "agent_id" | "certificate_id">, key: AgentKey): AgentIdentity {
-  return { agentId: agent.agent_id, certificateId: agent.certificate_id, key };
+  return { agent_id: agent.agent_id, certificate_id: agent.certificate_id, key };
 }
 
 export interface Heartbeat {
@@ -111,7 +111,7 @@ export interface IntentFields {
   resource?: string;
   context?: Record<string, unknown>;
   /** Defaults to now. */
-  requestedAt?: Date | string;
+  requested_at?: Date | string;
   /** Idempotency key of this Intent; defaults to a fresh UUID. */
   nonce?: string;
 }
@@ -149,9 +149,9 @@ export interface IssueCapabilityOptions {
   /** The enforcement point that will verify and consume it. */
   audience: string;
   /** Identity of the issuer. */
-  issuedBy: string;
+  issued_by: string;
   /** 1..3600, 300 when absent. */
-  ttlSeconds?: number;
+  ttl_seconds?: number;
 }
 
 export interface VerifyCapabilityOptions {
