@@ -2,7 +2,7 @@ import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import canonicalize from "canonicalize";
 import { Outcome, type Decision } from "../../src/gen/mandate/v1/decisions_pb.js";
-import type { EvidenceRecord } from "../../src/gen/mandate/v1/evidence_pb.js";
+import type { EvidenceHead, EvidenceRecord } from "../../src/gen/mandate/v1/evidence_pb.js";
 
 /*
  * The check `mandate evidence verify` makes of one record (src/evidence/verify.ts), done in the
@@ -74,6 +74,43 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /**
+ * Verifies `signature` (base64url Ed25519) by key `kid` of `jwks` over the UTF-8 bytes of
+ * `signed` (called `what` in a reason): null when it verifies, else why not.
+ */
+async function verifyEd25519(jwks: KeySet, kid: string, signature: string, signed: string, what: string): Promise<string | null> {
+  const jwk = jwks.keys.find((k) => isObject(k) && k.kid === kid);
+  if (!isObject(jwk)) return `it names key ${kid || "(none)"}, which the service's JWKS does not hold`;
+  if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string") return `key ${kid} of the JWKS is not an Ed25519 public key`;
+  const bytes = base64UrlBytes(signature);
+  if (bytes === null || bytes.length !== 64) return "the signature is not 64 bytes of base64url";
+  let key: CryptoKey;
+  try {
+    // Only the key members: the JWK's alg and use ("EdDSA", "sig") say nothing WebCrypto needs.
+    key = await crypto.subtle.importKey("jwk", { kty: "OKP", crv: "Ed25519", x: jwk.x }, { name: "Ed25519" }, false, ["verify"]);
+  } catch (error) {
+    return `key ${kid} cannot be imported (${(error as Error).message})`;
+  }
+  const valid = await crypto.subtle.verify({ name: "Ed25519" }, key, bytes, new TextEncoder().encode(signed));
+  return valid ? null : `the signature is not key ${kid}'s signature of ${what}`;
+}
+
+/**
+ * Verifies a signed chain head (ListEvidence's `head`): Ed25519 by key `kid` over the RFC 8785
+ * canonical JSON of exactly organization_id, seq, digest and signed_at as /v1 writes them
+ * (src/evidence/head.ts). "" when it verifies, else why not.
+ */
+export async function checkHeadSignature(head: EvidenceHead, jwks: KeySet): Promise<string> {
+  if (!head.signedAt) return "the head has no signed_at";
+  const covered = {
+    organization_id: head.organizationId,
+    seq: Number(head.seq),
+    digest: head.digest ? toJson(ValueSchema, head.digest) : null,
+    signed_at: timestampDate(head.signedAt).toISOString(),
+  };
+  return (await verifyEd25519(jwks, head.kid, head.signature, canonicalize(covered)!, "the head")) ?? "";
+}
+
+/**
  * Recomputes `record`'s digest and verifies its signature against `jwks` (the service's
  * published keys, fetched separately from the record). Never throws: every failure is a reason.
  */
@@ -90,22 +127,8 @@ export async function checkEvidenceSignature(record: EvidenceRecord, jwks: KeySe
   if (digest !== record.digest) {
     return { ok: false, canonical, reason: `the record's content hashes to ${digest}, not to the signed digest ${record.digest || "(none)"}` };
   }
-  const jwk = jwks.keys.find((k) => isObject(k) && k.kid === record.kid);
-  if (!isObject(jwk)) return { ok: false, canonical, reason: `it names key ${record.kid || "(none)"}, which the service's JWKS does not hold` };
-  if (jwk.kty !== "OKP" || jwk.crv !== "Ed25519" || typeof jwk.x !== "string") {
-    return { ok: false, canonical, reason: `key ${record.kid} of the JWKS is not an Ed25519 public key` };
-  }
-  const signature = base64UrlBytes(record.signature);
-  if (signature === null || signature.length !== 64) return { ok: false, canonical, reason: "the signature is not 64 bytes of base64url" };
-  let key: CryptoKey;
-  try {
-    // Only the key members: the JWK's alg and use ("EdDSA", "sig") say nothing WebCrypto needs.
-    key = await crypto.subtle.importKey("jwk", { kty: "OKP", crv: "Ed25519", x: jwk.x }, { name: "Ed25519" }, false, ["verify"]);
-  } catch (error) {
-    return { ok: false, canonical, reason: `key ${record.kid} cannot be imported (${(error as Error).message})` };
-  }
-  const valid = await crypto.subtle.verify({ name: "Ed25519" }, key, signature, new TextEncoder().encode(record.digest));
-  if (!valid) return { ok: false, canonical, reason: `the signature is not key ${record.kid}'s signature of the digest` };
+  const refused = await verifyEd25519(jwks, record.kid, record.signature, record.digest, "the digest");
+  if (refused) return { ok: false, canonical, reason: refused };
   return { ok: true, digest, kid: record.kid, canonical };
 }
 

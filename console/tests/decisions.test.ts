@@ -186,7 +186,7 @@ describe("the decisions and evidence pages", () => {
       expect(await page.getByRole("status").filter({ hasText: /^Signature verified$/ }).count()).toBe(1);
       expect(await page.getByTestId("record-match").textContent()).toMatch(/^✓ The record is this decision's/);
       expect(await page.getByTestId("evidence-kind").textContent()).toBe("decision");
-      expect(await page.getByTestId("seq").textContent()).toMatch(/^seq \d+ of \d+/);
+      await expect.poll(() => page.getByTestId("seq").textContent()).toMatch(/^seq \d+ of \d+ \(the chain's head, whose signature verifies\)$/);
       await expect.poll(() => page.getByTestId("previous-record").textContent()).toContain("✓ its digest is this record's previous digest");
       await expect.poll(() => page.getByTestId("next-record").textContent()).toContain("✓ it links back to this record's digest");
       expect(await page.getByTestId("capability").textContent()).toContain("only an ALLOW decision");

@@ -2,7 +2,7 @@ import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { Fragment, useEffect, useId, useState, type ReactNode } from "react";
 import { EvidenceRecordSchema, type EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
 import { useEvidenceAt, useJwks } from "../api/decisions";
-import { checkEvidenceSignature, prevDigestOf, type SignatureCheck } from "../evidence-signature";
+import { checkEvidenceSignature, checkHeadSignature, prevDigestOf, type KeySet } from "../evidence-signature";
 import { formatTime, isoTime } from "../format";
 import { ApiError } from "./api-error";
 import { Link } from "./link";
@@ -22,21 +22,27 @@ function valueText(v: JsonValue): string {
   return typeof v === "string" ? v : JSON.stringify(v);
 }
 
+/** The answer of `check(input, jwks)`, or null while it runs or either is missing. */
+function useCheck<T, R>(input: T | undefined, jwks: KeySet | undefined, check: (input: T, jwks: KeySet) => Promise<R>): R | null {
+  const [result, setResult] = useState<{ of: T; is: R } | null>(null);
+  useEffect(() => {
+    let current = true;
+    if (input !== undefined && jwks) void check(input, jwks).then((is) => current && setResult({ of: input, is }));
+    return () => {
+      current = false;
+    };
+  }, [input, jwks, check]);
+  // An answer about an earlier input is no answer about this one.
+  return result && result.of === input ? result.is : null;
+}
+
 /**
  * The verdict of checking `record` in this browser against the service's JWKS (see
  * evidence-signature.ts): exactly "Signature verified", or "Signature invalid: <reason>".
  */
 function SignatureVerdict({ record }: { record: EvidenceRecord }) {
   const jwks = useJwks();
-  const [check, setCheck] = useState<SignatureCheck | null>(null);
-  useEffect(() => {
-    let current = true;
-    setCheck(null);
-    if (jwks.data) void checkEvidenceSignature(record, jwks.data).then((c) => current && setCheck(c));
-    return () => {
-      current = false;
-    };
-  }, [record, jwks.data]);
+  const check = useCheck(record, jwks.data, checkEvidenceSignature);
   const text = jwks.error
     ? `Signature not checked: the service's keys could not be read (${(jwks.error as Error).message})`
     : !check
@@ -73,13 +79,21 @@ function ChainPosition({ record }: { record: EvidenceRecord }) {
   const before = prev.data?.records[0];
   const after = next.data?.records[0];
   const head = next.data?.head;
+  const jwks = useJwks();
+  const headRefused = useCheck(head, jwks.data, checkHeadSignature);
   const prevDigest = prevDigestOf(record);
   return (
     <dl className="facts" data-testid="chain-position">
       <dt>Position</dt>
       <dd data-testid="seq">
         seq {String(record.seq)}
-        {head && head.seq > 0n && <span className="muted"> of {String(head.seq)} (the chain&apos;s signed head)</span>}
+        {head && head.seq > 0n && (
+          <span className="muted" data-testid="head">
+            {" "}
+            of {String(head.seq)} (the chain&apos;s head
+            {headRefused === null ? "" : headRefused === "" ? ", whose signature verifies" : `; its signature does not verify: ${headRefused}`})
+          </span>
+        )}
       </dd>
       <dt>Previous digest</dt>
       <dd>
