@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Browser, Page } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
