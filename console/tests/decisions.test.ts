@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity, type Decision } from "@mandate/client";
+import { ReconciliationStatus } from "../../src/gen/mandate/v1/decisions_pb.js";
+import { ReconciliationService } from "../../src/gen/mandate/v1alpha/execution_pb.js";
 import { startService, type TestService } from "../../test/support/service.js";
 import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, tabTo } from "./browser.js";
 
@@ -9,7 +11,7 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
  * Issue 22, "Decisions and evidence", in Debian's Chromium against a real service. An
  * organization's decisions are made through the TypeScript client (a published policy and
  * authority graph; ALLOW, DENY and HUMAN_REVIEW outcomes from two agents; a capability issued
- * and consumed, another issued from an approved review). In the console: the list, filtered by
+ * and consumed, then reconciled, another issued from an approved review). In the console: the list, filtered by
  * outcome, review status and agent, paged, searched by id by keyboard; a decision's page with
  * its evidence record, chain position and capability; the signature checked in the browser
  * against the JWKS ("Signature verified"), and, with the GetEvidence answer tampered in flight,
@@ -93,6 +95,12 @@ beforeAll(async () => {
   [svc, browser] = await Promise.all([startService(), launchChromium()]);
   const org = await svc.newOrg();
   data = { ...(await makeDecisions(svc.baseUrl, org.apiKey)), apiKey: org.apiKey };
+  // Reconciliation is the operator's (no public endpoint): a consumed capability without a receipt is RECEIPT_MISSING.
+  const reconciled = await svc.connect(ReconciliationService).reconcile(
+    { decisionId: data.consumedAllow.decision_id },
+    { headers: { "x-service-operator-key": svc.operatorKey!, "x-service-organization-id": org.organizationId } },
+  );
+  expect(reconciled.status).toBe(ReconciliationStatus.RECEIPT_MISSING);
 });
 afterAll(async () => {
   await browser?.close();
@@ -198,7 +206,7 @@ describe("the decisions and evidence pages", () => {
       await page.getByRole("heading", { name: `Decision ${consumedAllow.decision_id}` }).waitFor();
       expect(await waitForVerdict(page)).toBe("Signature verified");
       await expect.poll(() => page.getByTestId("capability-state").textContent(), { timeout: 15_000 }).toBe("consumed");
-      expect(await page.getByTestId("reconciliation").textContent()).toContain("Not reconciled");
+      expect(await page.getByTestId("reconciliation").textContent()).toContain("StatusRECEIPT_MISSING");
       // The raw record, and the exact bytes hashed, open by keyboard.
       await page.getByText("Raw record, as the API returned it").click();
       expect(JSON.parse((await page.getByTestId("raw-record").textContent())!)).toMatchObject({ evidenceId: consumedAllow.evidence_id, kind: "decision", subjectId: consumedAllow.decision_id });
@@ -224,6 +232,7 @@ describe("the decisions and evidence pages", () => {
       expect(await waitForVerdict(page)).toBe("Signature verified");
       expect(await page.getByTestId("record-match").textContent()).toMatch(/^✓/);
       await expect.poll(() => page.getByTestId("capability-state").textContent(), { timeout: 15_000 }).toBe("issued");
+      expect(await page.getByTestId("reconciliation").textContent()).toContain("Not reconciled");
       await checkPage(page, run, "08-decision-review-approved");
 
       // The check is the browser's own: a record altered in flight fails it.
