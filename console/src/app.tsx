@@ -7,6 +7,7 @@ import { agentsPage, agentsTitle } from "./pages/agents-routes";
 import { authoringPage, authoringTitle } from "./pages/authoring-routes";
 import { decisionsPage, decisionsTitle } from "./pages/decisions-routes";
 import { OperatorPage } from "./pages/operator";
+import { organizationPage, organizationTitle } from "./pages/organization-routes";
 import { OverviewPage } from "./pages/overview";
 import { ReviewPage } from "./pages/review";
 import { ReviewsPage } from "./pages/reviews";
@@ -51,7 +52,7 @@ function titleOf(path: string): string {
   if (path === "/sign-in") return "Sign in";
   if (path === "/sign-up") return "Sandbox sign-up";
   if (path === "/operator") return "Operator mode";
-  const title = authoringTitle(path) ?? agentsTitle(path) ?? decisionsTitle(path);
+  const title = authoringTitle(path) ?? agentsTitle(path) ?? decisionsTitle(path) ?? organizationTitle(path);
   if (title) return title;
   if (path.startsWith("/reviews/")) return "Review";
   if (path === "/reviews") return "Review queue";
@@ -64,7 +65,7 @@ function Page({ path }: { path: string }): ReactNode {
   if (path === "/operator") return <OperatorPage />;
   if (path === "/" || path === "") return <OverviewPage />;
   if (path === "/reviews") return <Gate permission="DECISION_READ"><ReviewsPage /></Gate>;
-  const page = authoringPage(path) ?? agentsPage(path) ?? decisionsPage(path);
+  const page = authoringPage(path) ?? agentsPage(path) ?? decisionsPage(path) ?? organizationPage(path);
   if (page) return page;
   const review = match("/reviews/:id", path);
   if (review) return <Gate permission="DECISION_READ"><ReviewPage decisionId={review.id!} /></Gate>;
@@ -105,6 +106,12 @@ function Header() {
               <li><Link to="/governance">Governance</Link></li>
               <li><Link to="/policies">Policies</Link></li>
               <li><Link to="/agents">Agents</Link></li>
+              <li><Link to="/principals">Principals</Link></li>
+              {permissions.data?.has("ORG_ADMIN") && (
+                <li>
+                  <Link to="/api-keys">API keys</Link>
+                </li>
+              )}
               {permissions.data?.has("DECISION_READ") && (
                 <li>
                   <Link to="/decisions">Decisions</Link>

@@ -14,6 +14,20 @@ export type PermissionName = Exclude<keyof typeof Permission, "UNSPECIFIED">;
 /** Every permission, in the proto's order. */
 export const PERMISSION_NAMES = Object.keys(Permission).filter((k): k is PermissionName => isNaN(Number(k)) && k !== "UNSPECIFIED");
 
+/** What each permission lets a key do, in a line (the overview and the key form show it). */
+export const PERMISSION_MEANINGS: Record<PermissionName, string> = {
+  ORG_ADMIN: "manage API keys, principals, integrations and webhooks",
+  AGENT_ADMIN: "register agents and change their lifecycle",
+  POLICY_AUTHOR: "upload governance, author policies and graphs",
+  POLICY_APPROVER: "approve and publish policies and graphs",
+  REVIEWER: "approve or reject human reviews",
+  CAPABILITY_ISSUE: "issue capabilities",
+  CAPABILITY_VERIFY: "verify and consume capabilities",
+  DECISION_READ: "read decisions and the review queue",
+  EVIDENCE_READ: "read evidence and audit records",
+  EVENTS_READ: "watch the live event stream",
+};
+
 /** An id no resource has: a probe naming it can only be refused or not found. */
 const NOBODY = "console-permission-probe";
 

@@ -6,6 +6,7 @@ import { useAgentAuditRecords, useAgentDetail, useRotateAgentKey, useTransitionA
 import { describeFailure } from "../api/errors";
 import { useCan, usePermissions, usePrincipal } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
+import { ConfirmButton } from "../components/confirm-button";
 import { Link } from "../components/link";
 import { fieldError, LabelFields, PublicKeyField, wirePublicKey } from "../components/agent-fields";
 import { formatTime, isoTime } from "../format";
@@ -215,44 +216,19 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
 }
 
 function TransitionButton({ agent: a, transition: t, reason, on }: { agent: Agent; transition: Transition; reason: string; on: Parameters<typeof useTransitionAgent>[1] }) {
-  const id = useId();
   const mutation = useTransitionAgent(t.method, on);
-  const dialog = useRef<HTMLDialogElement>(null);
   const run = () => mutation.mutate({ agentId: a.agentId, reason });
-  return (
-    <>
-      <button type="button" className={t.confirm ? "danger" : undefined} disabled={mutation.isPending} onClick={() => (t.confirm ? dialog.current?.showModal() : run())}>
+  if (!t.confirm) {
+    return (
+      <button type="button" disabled={mutation.isPending} onClick={run}>
         {t.label}
       </button>
-      {t.confirm && (
-        <dialog ref={dialog} className="confirm" aria-labelledby={`${id}-h`} aria-describedby={`${id}-d`}>
-          <h2 id={`${id}-h`} className="h3">
-            {t.label} agent {a.name}?
-          </h2>
-          <p id={`${id}-d`}>{t.confirm}</p>
-          {reason && (
-            <p className="small">
-              Reason recorded: “{reason}”
-            </p>
-          )}
-          <div className="actions">
-            <button type="button" className="secondary" onClick={() => dialog.current?.close()}>
-              Cancel
-            </button>
-            <button
-              type="button"
-              className="danger-solid"
-              onClick={() => {
-                dialog.current?.close();
-                run();
-              }}
-            >
-              {t.label} agent
-            </button>
-          </div>
-        </dialog>
-      )}
-    </>
+    );
+  }
+  return (
+    <ConfirmButton label={t.label} title={`${t.label} agent ${a.name}?`} description={t.confirm} confirmLabel={`${t.label} agent`} onConfirm={run} disabled={mutation.isPending}>
+      {reason && <p className="small">Reason recorded: “{reason}”</p>}
+    </ConfirmButton>
   );
 }
 

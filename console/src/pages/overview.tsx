@@ -1,24 +1,10 @@
 import { useId } from "react";
 import { OrganizationState } from "../../../src/gen/mandate/v1/organizations_pb.js";
 import { useOrganization, usePermissions } from "../api/hooks";
-import { PERMISSION_NAMES } from "../api/permissions";
+import { PERMISSION_MEANINGS, PERMISSION_NAMES } from "../api/permissions";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
 import { formatTime } from "../format";
-
-/** What each permission lets this console do, in words. */
-const MEANING: Record<(typeof PERMISSION_NAMES)[number], string> = {
-  ORG_ADMIN: "manage API keys, principals, integrations and webhooks",
-  AGENT_ADMIN: "register agents and change their lifecycle",
-  POLICY_AUTHOR: "upload governance, author policies and graphs",
-  POLICY_APPROVER: "approve and publish policies and graphs",
-  REVIEWER: "approve or reject human reviews",
-  CAPABILITY_ISSUE: "issue capabilities",
-  CAPABILITY_VERIFY: "verify and consume capabilities",
-  DECISION_READ: "read decisions and the review queue",
-  EVIDENCE_READ: "read evidence and audit records",
-  EVENTS_READ: "watch the live event stream",
-};
 
 /** /: the signed-in key's organization and what the key may do. */
 export function OverviewPage() {
@@ -62,12 +48,29 @@ export function OverviewPage() {
             const held = permissions.data.has(p);
             return (
               <li key={p} className={held ? "held" : "not-held"} data-permission={p} data-held={held}>
-                <span aria-hidden="true">{held ? "✓" : "–"}</span> <code>{p}</code> <span className="muted">{MEANING[p]}</span>
+                <span aria-hidden="true">{held ? "✓" : "–"}</span> <code>{p}</code> <span className="muted">{PERMISSION_MEANINGS[p]}</span>
                 <span className="visually-hidden">{held ? " (held)" : " (not held)"}</span>
               </li>
             );
           })}
         </ul>
+      )}
+      {permissions.data && (
+        <>
+          <h2>Keys and principals</h2>
+          {permissions.data.has("ORG_ADMIN") ? (
+            <p>
+              <Link to="/api-keys">Manage the API keys</Link>: create a key with the permissions a caller needs (its secret is shown once), or revoke one.
+            </p>
+          ) : (
+            <p className="muted" data-testid="no-org-admin">
+              Managing API keys needs the <code>ORG_ADMIN</code> permission, which this key lacks.
+            </p>
+          )}
+          <p>
+            <Link to="/principals">Principals</Link>: the people, roles, units and services agents act for, which the governance documents name.
+          </p>
+        </>
       )}
       {permissions.data?.has("DECISION_READ") && (
         <p>
