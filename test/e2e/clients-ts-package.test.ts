@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import http from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -8,7 +9,6 @@ import { build } from "esbuild";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { launchChromium } from "../../console/tests/browser.js";
-import { freePort } from "../support/process.js";
 import { startService, uniqueEmail, type TestService } from "../support/service.js";
 import { ROOT } from "./clients-python-env.js";
 
@@ -84,9 +84,13 @@ let svc: TestService;
 let browser: Browser | undefined;
 let packed: { files: { path: string }[]; filename: string };
 const pages: http.Server[] = [];
+/** The page's script, once bundled. */
+let script = "";
+/** The origin MANDATE_CORS_ORIGINS allows. */
+let allowed: string;
 
-/** Serves the bundled page on its own port (its own origin): `/` is the page, `/main.js` its script. */
-async function servePage(port: number, script: string): Promise<string> {
+/** Serves the page on a port of its own (an origin of its own): `/` is the page, `/main.js` its script. */
+async function servePage(): Promise<string> {
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://page");
     if (url.pathname === "/main.js") res.writeHead(200, { "content-type": "text/javascript" }).end(script);
@@ -94,19 +98,18 @@ async function servePage(port: number, script: string): Promise<string> {
     else res.writeHead(404).end();
   });
   pages.push(server);
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${port}`;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
-
-const pagePort = freePort();
 
 beforeAll(async () => {
   work = await mkdtemp(path.join(os.tmpdir(), "mandate-client-package-"));
   app = path.join(work, "app");
   await mkdir(app);
   // Only the page's origin may call the service from a browser.
-  const allowed = `http://127.0.0.1:${await pagePort}`;
+  allowed = await servePage();
   const started = startService({ MANDATE_CORS_ORIGINS: allowed });
+  started.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
   // npm pack runs the package's prepack: tsc builds dist/ (ESM + .d.ts).
   const out = await npm(PACKAGE_DIR, ["pack", "--json", "--loglevel", "silent", "--pack-destination", work]);
   packed = JSON.parse(out.slice(out.indexOf("[")))[0];
@@ -187,9 +190,8 @@ describe("@mandate/client from its tarball", () => {
     await writeFile(path.join(app, "page.mjs"), PAGE_MAIN);
     // platform "browser": a node:* import anywhere in what the page reaches fails the build.
     const bundle = await build({ entryPoints: [path.join(app, "page.mjs")], absWorkingDir: app, bundle: true, platform: "browser", format: "esm", write: false, logLevel: "silent" });
-    const script = bundle.outputFiles[0]!.text;
-    const allowed = await servePage(await pagePort, script);
-    const other = await servePage(await freePort(), script);
+    script = bundle.outputFiles[0]!.text;
+    const other = await servePage();
     expect(new URL(allowed).port).not.toBe(String(svc.port));
 
     browser = await launchChromium();
