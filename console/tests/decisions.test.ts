@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentKey, MandateClient, agentIdentity, type AgentIdentity, type Decision } from "@mandate/client";
+import { MandateClient, type Decision } from "@mandate/client";
 import { ReconciliationStatus } from "../../src/gen/mandate/v1/decisions_pb.js";
 import { ReconciliationService } from "../../src/gen/mandate/v1alpha/execution_pb.js";
 import { startService, type TestService } from "../../test/support/service.js";
 import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, tabTo } from "./browser.js";
+import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 
 /*
  * Issue 22, "Decisions and evidence", in Debian's Chromium against a real service. An
@@ -42,36 +43,14 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
   ]);
   const readerKey = await admin.createApiKey("decision reader", ["DECISION_READ"]);
   const approver = admin.withApiKey(approverKey.api_key);
-  await admin.createPolicy(
-    "payments",
-    { actions: ["vendor_payment"], rules: [{ id: "hard_cap", when: { amount: { gt: 1_000_000 } }, outcome: "DENY", reason: "amount_over_hard_cap" }, { id: "authority", authority: true }] },
-    "Vendor payments within delegated authority.",
-  );
-  await admin.submitPolicyVersion("payments", 1);
-  await approver.approvePolicyVersion("payments", 1);
-  await approver.publishPolicyVersion("payments", 1);
-  const graph = await admin.createGraphVersion({
-    roles: [{ role: "clerk", reports_to: null }],
-    memberships: [{ principal: principal.external_ref, role: "clerk" }],
-    limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 50_000 }],
-    delegations: [],
-    approval_matrix: [
-      { action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 },
-      { action: "vendor_payment", currency: "USD", up_to_amount: 5_000, approvals_required: 1 },
-    ],
-  });
-  await approver.approveGraphVersion(graph.version);
-  await approver.publishGraphVersion(graph.version);
-  const agent = async (name: string): Promise<AgentIdentity> => {
-    const key = await AgentKey.generate();
-    const registered = await admin.registerAgent({ name, principal_id: principal.principal_id, key });
-    await admin.activate(registered.agent_id);
-    return agentIdentity(registered, key);
-  };
+  await publishVendorPayments(admin, approver, principal.external_ref, [
+    [1_000, 0],
+    [5_000, 1],
+  ]);
   const clerkName = `clerk-bot-${suffix}`;
   const capName = `cap-bot-${suffix}`;
-  const clerk = await agent(clerkName);
-  const capper = await agent(capName);
+  const clerk = await activeAgent(admin, clerkName, principal.principal_id);
+  const capper = await activeAgent(admin, capName, principal.principal_id);
   const agents = new MandateClient({ base_url: baseUrl });
   // One at a time: the list is newest first, so the order made here is the order it shows.
   const allows: Decision[] = [];

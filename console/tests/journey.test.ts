@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "@mandate/client";
+import { MandateClient, type AgentIdentity } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
 import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signUpSandbox, tabTo } from "./browser.js";
+import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 
 /*
  * Issue 22, the console's first journeys, in Debian's Chromium against a real service: sandbox
@@ -45,32 +46,14 @@ async function setUpReviews(baseUrl: string, sandboxKey: string): Promise<{ agen
     admin.createApiKey("second reviewer", ["REVIEWER", "DECISION_READ"]),
   ]);
   const approver = admin.withApiKey(approverKey.api_key);
-  await admin.createPolicy(
-    "payments",
-    { actions: ["vendor_payment"], rules: [{ id: "hard_cap", when: { amount: { gt: 1_000_000 } }, outcome: "DENY", reason: "amount_over_hard_cap" }, { id: "authority", authority: true }] },
-    "Vendor payments within delegated authority.",
-  );
-  await admin.submitPolicyVersion("payments", 1);
-  await approver.approvePolicyVersion("payments", 1);
-  await approver.publishPolicyVersion("payments", 1);
-  const graph = await admin.createGraphVersion({
-    roles: [{ role: "clerk", reports_to: null }],
-    memberships: [{ principal: principal.external_ref, role: "clerk" }],
-    limits: [{ holder: "role:clerk", action: "vendor_payment", currency: "USD", max_amount: 50_000 }],
-    delegations: [],
-    approval_matrix: [
-      { action: "vendor_payment", currency: "USD", up_to_amount: 1_000, approvals_required: 0 },
-      { action: "vendor_payment", currency: "USD", up_to_amount: 5_000, approvals_required: 1 },
-      { action: "vendor_payment", currency: "USD", up_to_amount: 20_000, approvals_required: 2 },
-    ],
-  });
-  await approver.approveGraphVersion(graph.version);
-  await approver.publishGraphVersion(graph.version);
-  const key = await AgentKey.generate();
+  await publishVendorPayments(admin, approver, principal.external_ref, [
+    [1_000, 0],
+    [5_000, 1],
+    [20_000, 2],
+  ]);
   const agentName = `payables-bot-${suffix}`;
-  const registered = await admin.registerAgent({ name: agentName, principal_id: principal.principal_id, key });
-  await admin.activate(registered.agent_id);
-  return { agent: agentIdentity(registered, key), agentName, principalName, reviewer: { keyId: reviewerKey.key_id, apiKey: reviewerKey.api_key } };
+  const agent = await activeAgent(admin, agentName, principal.principal_id);
+  return { agent, agentName, principalName, reviewer: { keyId: reviewerKey.key_id, apiKey: reviewerKey.api_key } };
 }
 
 /** The whole review journey at one viewport; `run` names its screenshot folder. */
