@@ -104,11 +104,11 @@ function CreatePrincipal() {
         </p>
       )}
       <Field
-        label="External ref (optional)"
+        label="External ref"
         value={externalRef}
         onChange={setExternalRef}
         error={fieldError(fields, "external_ref")}
-        help="Your own reference (an HR id, a role name): the governance documents name the principal by it. Unique in the organization; letters, digits and . _ : @ / -"
+        help="Optional: your own reference (an HR id, a role name): the governance documents name the principal by it. Unique in the organization; letters, digits and . _ : @ / -"
       />
       <div className="actions">
         <button type="submit" disabled={create.isPending}>
