@@ -18,6 +18,16 @@ interface UnaryMethod {
   impl: RegisteredService["impl"];
 }
 
+/** Milliseconds per grpc-timeout unit (gRPC over HTTP/2: `TimeoutValue TimeoutUnit`, at most 8 digits). */
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000_001 };
+
+/** A grpc-timeout header in milliseconds: 0 when absent, undefined when malformed (connect-node then refuses it, so the fast path leaves it there). */
+export function grpcTimeoutMs(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return 0;
+  const m = typeof value === "string" ? /^(\d{1,8})([HMSmun])$/.exec(value) : null;
+  return m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
+}
+
 /** One gRPC length-prefixed message: flag 0 (uncompressed), big-endian length, the bytes. */
 function frame(bytes: Uint8Array): Buffer {
   const out = Buffer.allocUnsafe(5 + bytes.length);
@@ -42,11 +52,16 @@ function ignore(): void {}
  * Unary gRPC calls of the registered services, answered on the raw HTTP/2 stream without
  * connect-node and without Node's request/response compatibility objects, both of which cost
  * CPU per call that this path avoids (connect's async-iterable pipelines, a deadline timer and
- * linked abort signals per call). This path takes only the plain case: binary protobuf, no
- * compression and no deadline header; connect-node serves everything else (other protocols,
- * compressed or JSON messages, deadlines, streaming, reflection). It runs the same pipeline as
- * connect's interceptor, in the same order (decode, authenticate, check text, call), and writes
- * errors with connect's own trailer encoding, so a client cannot tell which path answered.
+ * linked abort signals per call). This path takes only the plain case: binary protobuf and no
+ * compression; connect-node serves everything else (other protocols, compressed or JSON
+ * messages, malformed deadlines, streaming, reflection). A well-formed deadline (grpc-timeout,
+ * which most clients send on every call) is the client's to enforce: it resets the stream when
+ * the deadline passes, and the answer is dropped as for any reset. connect-node does no more for
+ * these handlers, which finish what they started (a decision is committed whole or not at all)
+ * and answer even past the deadline; a timer per call would change nothing. It runs the same
+ * pipeline as connect's interceptor, in the same order (decode, authenticate, check text,
+ * call), and writes errors with connect's own trailer encoding, so a client cannot tell which
+ * path answered.
  *
  * Left as it is in Node's http2: request header values are external strings, which V8 allocates
  * in the old generation and frees only in a full collection. (The session's stream table, which
@@ -61,7 +76,7 @@ export function createGrpcUnary(services: readonly RegisteredService[], pipeline
 
   /** The method a stream may take the fast path to, or undefined when connect-node must serve it. */
   function route(headers: http2.IncomingHttpHeaders): UnaryMethod | undefined {
-    if (headers[":method"] !== "POST" || !CONTENT_TYPES.has(headers["content-type"] ?? "") || headers["grpc-timeout"] !== undefined) return undefined;
+    if (headers[":method"] !== "POST" || !CONTENT_TYPES.has(headers["content-type"] ?? "") || grpcTimeoutMs(headers["grpc-timeout"]) === undefined) return undefined;
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") return undefined;
     return methods.get(headers[":path"] ?? "");

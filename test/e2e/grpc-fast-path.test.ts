@@ -9,9 +9,10 @@ import { startService, type TestOrg, type TestService } from "../support/service
 /*
  * Plain unary gRPC calls (binary protobuf, no compression, no deadline) are answered by the
  * service's own fast path; everything else by connect-node (src/transport/grpc-unary.ts). A
- * `grpc-timeout` header sends the same call down connect-node's path, so each case here is
- * made both ways and the answers must be the same: HTTP status, grpc-status, the
- * ErrorDetail's code and field errors, and the response message.
+ * `grpc-encoding: gzip` header (on messages flagged uncompressed, which gRPC allows) sends the
+ * same call down connect-node's path, so each case here is made both ways and the answers must
+ * be the same: HTTP status, grpc-status, the ErrorDetail's code and field errors, and the
+ * response message.
  */
 
 interface Answer {
@@ -65,7 +66,7 @@ describe("unary gRPC: the fast path answers as connect-node does", () => {
         "content-type": "application/grpc",
         te: "trailers",
         ...headers,
-        ...(viaConnect && { "grpc-timeout": "30S" }),
+        ...(viaConnect && { "grpc-encoding": "gzip" }),
       });
       let head: http2.IncomingHttpHeaders = {};
       let trailers: http2.IncomingHttpHeaders = {};
@@ -152,6 +153,18 @@ describe("unary gRPC: the fast path answers as connect-node does", () => {
     await closed;
     const after = await call(getOrganization, body, bearer(), false);
     expect([after.grpcStatus, fromBinary(OrganizationSchema, after.message).organizationId]).toEqual(["0", org.organizationId]);
+  });
+
+  it("deadlines: a call with grpc-timeout takes the fast path and is answered as connect-node answers it, past its deadline too; a malformed one is connect-node's refusal", async () => {
+    const body = frame(toBinary(GetOrganizationRequestSchema, create(GetOrganizationRequestSchema)));
+    expect((await bothWays(getOrganization, body, { ...bearer(), "grpc-timeout": "30S" }, OrganizationSchema)).grpcStatus).toBe("0");
+    // Only the fast path refuses a frame shorter than its declared length (below): this call took it.
+    const short = frame(toBinary(GetOrganizationRequestSchema, create(GetOrganizationRequestSchema)), 0, body.length + 5);
+    expect((await call(getOrganization, short, { ...bearer(), "grpc-timeout": "30S" }, false)).detail?.detail).toBe("validation_failed");
+    // Past its deadline (one nanosecond) when ready: answered all the same both ways (a client
+    // that still waits gets the result; one that gave up reset the stream).
+    expect((await bothWays(getOrganization, body, { ...bearer(), "grpc-timeout": "1n" }, OrganizationSchema)).grpcStatus).toBe("0");
+    expect((await bothWays(getOrganization, body, { ...bearer(), "grpc-timeout": "soon" })).grpcStatus).toBe("3");
   });
 
   // Here the paths may differ: connect-node takes a frame shorter than its declared length as
