@@ -3,14 +3,14 @@ import { CapabilityState, type Capability } from "../../../src/gen/mandate/v1/ca
 import { DecisionStatus, Outcome, ReconciliationStatus, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import type { EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
 import { SCAN_PAGES, useCapability, useCapabilityTrail, useEvidenceRecord } from "../api/decisions";
-import { useCan, useDecision } from "../api/hooks";
+import { useCan } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
 import { EvidenceRecordView, evidencePath } from "../components/evidence-record";
 import { Link } from "../components/link";
 import { decisionDisagreements } from "../evidence-signature";
 import { formatTime, isoTime } from "../format";
-import { ResolutionCard } from "./review";
+import { DecisionShell, ResolutionCard } from "./review";
 import { statusText } from "./decisions";
 import "../authoring.css";
 import "../decisions.css";
@@ -31,25 +31,7 @@ function mayHaveCapability(d: Decision): boolean {
 
 /** /decisions/:id: the decision, its signed evidence record checked in the browser, its capability and reconciliation. */
 export function DecisionPage({ decisionId }: { decisionId: string }) {
-  const id = useId();
-  const decision = useDecision(decisionId);
-  return (
-    <main aria-labelledby={`${id}-h`}>
-      <p>
-        <Link to="/decisions">← Decisions</Link>
-      </p>
-      <h1 id={`${id}-h`}>
-        Decision <code>{decisionId}</code>
-      </h1>
-      {decision.isPending ? (
-        <Loading what="the decision" />
-      ) : decision.error ? (
-        <ApiError error={decision.error} title="The decision could not be read" />
-      ) : (
-        <DecisionDetail decision={decision.data} />
-      )}
-    </main>
-  );
+  return <DecisionShell decisionId={decisionId} back={<Link to="/decisions">← Decisions</Link>} view={DecisionDetail} />;
 }
 
 function DecisionDetail({ decision: d }: { decision: Decision }) {

@@ -1,4 +1,4 @@
-import { useId, useState, type FormEvent } from "react";
+import { useId, useState, type FormEvent, type ReactNode } from "react";
 import { DecisionStatus, Outcome, ReviewResolution, type Decision, type Resolution } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { useCan, useDecision, useReviewDecision } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
@@ -13,13 +13,16 @@ function approvalsNeeded(d: Decision): number {
 
 /** /reviews/:id: one decision, its attempted Intent, approvals so far, and the reviewer's form or the resolution. */
 export function ReviewPage({ decisionId }: { decisionId: string }) {
+  return <DecisionShell decisionId={decisionId} back={<Link to="/reviews">← Review queue</Link>} view={DecisionView} />;
+}
+
+/** A decision's page: a link back, the decision's id as its heading, and `view` of the decision once GetDecision answers. */
+export function DecisionShell({ decisionId, back, view: View }: { decisionId: string; back: ReactNode; view: (props: { decision: Decision }) => ReactNode }) {
   const id = useId();
   const decision = useDecision(decisionId);
   return (
     <main aria-labelledby={`${id}-h`}>
-      <p>
-        <Link to="/reviews">← Review queue</Link>
-      </p>
+      <p>{back}</p>
       <h1 id={`${id}-h`}>
         Decision <code>{decisionId}</code>
       </h1>
@@ -28,7 +31,7 @@ export function ReviewPage({ decisionId }: { decisionId: string }) {
       ) : decision.error ? (
         <ApiError error={decision.error} title="The decision could not be read" />
       ) : (
-        <DecisionView decision={decision.data} />
+        <View decision={decision.data} />
       )}
     </main>
   );
