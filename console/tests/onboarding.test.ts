@@ -7,17 +7,17 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
 
 /*
  * Issue 22's "Done when", in Debian's Chromium against a real service: the whole onboarding path
- * in the console. Sandbox sign-up (the key copied from the page) → the three governance documents
+ * in the console. Sandbox sign-up (the key copied from the page) → the principals the documents
+ * name, created on the Principals page → a second key (an approver's) created on the API keys
+ * page, its secret copied from it → the three governance documents
  * uploaded by the file picker → a graph version generated → a policy authored in the editor and
  * submitted → an agent registered on the Agents page by its public key, and activated → a second
  * key signs in, approves and publishes both (four eyes) → the agent's Intent, sent through the
  * TypeScript client, appears in the review queue without a reload → two reviewers approve it →
  * RESOLVED with its approver → the decision's evidence signature verified in the browser. Then,
  * at phone width, a fresh Intent in the same organization reaches the queue and is approved.
- * Every page is screenshotted (console/test-output/onboarding-*) and checked by axe-core.
- *
- * Through the API (the console has no page for them): the principals the documents name, and
- * the second key (the console cannot create API keys).
+ * Every page is screenshotted (console/test-output/onboarding-*) and checked by axe-core. Only the
+ * agent's key pair and its Intents come from outside the console, as they would in production.
  */
 
 let svc: TestService;
@@ -98,18 +98,42 @@ describe("onboarding in the console", () => {
       await expect.poll(() => page.getByTestId("organization-id").textContent()).toBe(organizationId);
       await checkPage(page, run, "03-organization");
 
-      // Through the API, in parallel: the principals and the second key (see the top of the file).
+      // The principals the documents name, on the Principals page.
       const admin = new MandateClient({ base_url: svc.baseUrl, api_key: sandboxKey });
-      const [pat, sam, approver, agentKey] = await Promise.all([
-        admin.createPrincipal({ display_name: "Pat Payables", kind: "person", external_ref: `pat-${suffix}` }),
-        admin.createPrincipal({ display_name: "Sam Controller", kind: "person", external_ref: `sam-${suffix}` }),
-        admin.createApiKey("second pair of eyes", ["POLICY_APPROVER", "REVIEWER", "DECISION_READ", "EVENTS_READ"]),
-        AgentKey.generate(),
-      ]);
-      const keys = await svc.v1("GET", "/v1/organization/api-keys", { bearer: sandboxKey });
-      expect(keys.status, JSON.stringify(keys.body)).toBe(200);
+      const agentKey = await AgentKey.generate();
+      const pat = { name: "Pat Payables", external_ref: `pat-${suffix}` };
+      const sam = { name: "Sam Controller", external_ref: `sam-${suffix}` };
+      await navTo(page, "Principals");
+      await page.getByRole("heading", { name: "Principals", level: 1 }).waitFor();
+      for (const p of [pat, sam]) {
+        await page.getByLabel("Display name").fill(p.name);
+        await page.getByLabel("Kind").selectOption({ label: "Person" });
+        await page.getByLabel("External ref").fill(p.external_ref);
+        await page.getByRole("button", { name: "Create principal" }).click();
+        await expect.poll(() => page.getByTestId("principal-created").textContent()).toContain(`Created ${p.name}`);
+      }
+      await expect.poll(() => page.getByTestId("principals").locator("tbody tr th").allTextContents()).toEqual([pat.name, sam.name]);
+      await checkPage(page, run, "03a-principals");
+
+      // The second key, on the API keys page: its secret is shown once and copied from the page.
+      await navTo(page, "API keys");
+      await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+      await page.getByLabel("Name", { exact: true }).fill("second pair of eyes");
+      for (const p of ["POLICY_APPROVER", "REVIEWER", "DECISION_READ", "EVENTS_READ"]) await page.getByLabel(p, { exact: true }).check();
+      await page.getByRole("button", { name: "Create key" }).click();
+      const secretBox = page.getByLabel("New key's secret");
+      await secretBox.waitFor();
+      await page.getByRole("button", { name: "Copy" }).click();
+      await page.getByText("Copied to the clipboard.").waitFor();
+      const approver = { api_key: await page.evaluate(() => navigator.clipboard.readText()), key_id: (await page.getByTestId("created-key-id").textContent())! };
+      expect(approver.api_key).toBe(await secretBox.inputValue());
       // The organization's two keys: the sandbox key is the one this test did not create.
-      const sandboxKeyId = (keys.body as { api_keys: { key_id: string }[] }).api_keys.map((k) => k.key_id).find((id) => id !== approver.key_id)!;
+      const listed = page.getByTestId("api-keys").locator("tbody tr");
+      await expect.poll(() => listed.count()).toBe(2);
+      const keyIds = await listed.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key-id")!));
+      const sandboxKeyId = keyIds.find((id) => id !== approver.key_id)!;
+      expect(keyIds).toContain(approver.key_id);
+      await checkPage(page, run, "03b-api-key-created");
 
       // 2. The three governance documents, by the file picker.
       await navTo(page, "Governance");

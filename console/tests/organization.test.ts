@@ -196,14 +196,17 @@ describe("API keys and principals in the console", () => {
       expect(await refused.textContent()).toContain("already_exists");
       await checkPage(page, RUN, "10-principals");
 
-      // Phone width: both pages, and the revoke dialog fits.
+      // Phone width: both pages fit (the tables scroll in their own box), and the revoke dialog too; Escape dismisses it.
       await page.setViewportSize({ width: 390, height: 844 });
+      const sideways = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
       await checkPage(page, RUN, "11-phone-principals");
+      expect(await sideways(), "the principals page scrolls sideways at phone width").toBe(0);
       await signIn(page, sandboxKey);
       await navTo(page, "API keys");
       await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
       await page.getByTestId("api-keys").waitFor();
       await checkPage(page, RUN, "12-phone-api-keys");
+      expect(await sideways(), "the API keys page scrolls sideways at phone width").toBe(0);
       await page.locator(`tr[data-key-id="${sandboxKeyId}"]`).getByRole("button", { name: /^Revoke / }).click();
       const own = page.getByRole("dialog");
       await own.waitFor();

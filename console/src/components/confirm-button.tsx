@@ -14,7 +14,8 @@ export function ConfirmButton({
   disabled = false,
   children,
 }: {
-  label: string;
+  /** The button's content (its accessible name should say what it acts on). */
+  label: ReactNode;
   title: string;
   description: string;
   confirmLabel: string;

@@ -156,7 +156,7 @@ function KeyList() {
       ) : keys.error ? (
         <ApiError error={keys.error} title="The keys could not be read" />
       ) : (
-        <div className="table-wrap" tabIndex={0} role="group" aria-label="Keys (scrollable)">
+        <div className="table-wrap keys-wrap" tabIndex={0} role="group" aria-label="Keys (scrollable)">
           <table data-testid="api-keys" className="wide">
             <thead>
               <tr>
@@ -177,7 +177,7 @@ function KeyList() {
                     {k.name}
                     {k.keyId === identity && <span className="muted small"> (this key)</span>}
                   </th>
-                  <td>
+                  <td className="nowrap">
                     <code>{k.keyId}</code>
                   </td>
                   <td data-testid="key-permissions">
@@ -205,7 +205,11 @@ function KeyList() {
                   <td>
                     {!k.revokedAt && (
                       <ConfirmButton
-                        label={`Revoke ${k.name}`}
+                        label={
+                          <>
+                            Revoke<span className="visually-hidden"> {k.name}</span>
+                          </>
+                        }
                         title={`Revoke key ${k.name}?`}
                         description="Revoking is immediate and permanent: every call with this key is refused (401 unknown_key) from now on, and it cannot be restored. Whoever uses it needs a new key."
                         confirmLabel="Revoke key"
