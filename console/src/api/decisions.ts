@@ -1,6 +1,5 @@
-import { createClient } from "@connectrpc/connect";
-import { useQuery, useTransport } from "@connectrpc/connect-query";
-import { useQuery as useTanStackQuery } from "@tanstack/react-query";
+import { useInfiniteQuery, useQuery } from "@connectrpc/connect-query";
+import { skipToken, useQuery as useTanStackQuery } from "@tanstack/react-query";
 import { CapabilityService } from "../../../src/gen/mandate/v1/capabilities_pb.js";
 import { DecisionService, type DecisionStatus, type Outcome } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { EvidenceService, type EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
@@ -60,49 +59,36 @@ export function useJwks() {
   });
 }
 
-/** Records read per ListEvidence call while looking for a decision's capability. */
-const SCAN_PAGE = 1_000;
-/** How far past the decision the chain is read for its capability (pages of SCAN_PAGE). */
-export const SCAN_PAGES = 5;
+/** Records read per ListEvidence page while looking for a decision's capability. */
+export const TRAIL_PAGE = 500;
 
-/** A decision's capability as its evidence records tell it. */
+/**
+ * EvidenceService.ListEvidence from just after the decision's own record, a page at a time: the
+ * API links a decision to its capability only in the chain (a `capability.issued` record, then
+ * `capability.consumed`, whose payload names the decision_id), so the page reads the chain
+ * onward, one page unless asked for more.
+ */
+export function useChainAfter(seq: bigint, enabled: boolean) {
+  return useInfiniteQuery(
+    EvidenceService.method.listEvidence,
+    enabled ? { afterSeq: seq, pageSize: TRAIL_PAGE } : skipToken,
+    { pageParamKey: "afterSeq", getNextPageParam: (last) => (last.hasMore && last.records.length > 0 ? last.records[last.records.length - 1]!.seq : undefined) },
+  );
+}
+
+/** A decision's capability as the chain records read so far tell it. */
 export interface CapabilityTrail {
   issued: EvidenceRecord | null;
   consumed: EvidenceRecord | null;
-  /** Whether the chain was read to its end (else only SCAN_PAGES pages past the decision). */
-  complete: boolean;
 }
 
-/**
- * EvidenceService.ListEvidence read forward from the decision's own record: the API links a
- * decision to its capability only in the chain (a `capability.issued` record, then
- * `capability.consumed`, whose payload names the decision_id), so the pages after it are
- * searched, at most SCAN_PAGES of them.
- */
-export function useCapabilityTrail(decisionId: string, fromSeq: bigint | undefined, enabled: boolean) {
-  const transport = useTransport();
-  return useTanStackQuery({
-    queryKey: ["capability-trail", decisionId, String(fromSeq)],
-    enabled: enabled && fromSeq !== undefined,
-    queryFn: async ({ signal }): Promise<CapabilityTrail> => {
-      const client = createClient(EvidenceService, transport);
-      const trail: CapabilityTrail = { issued: null, consumed: null, complete: false };
-      let after = fromSeq!;
-      for (let i = 0; i < SCAN_PAGES; i++) {
-        const page = await client.listEvidence({ afterSeq: after, pageSize: SCAN_PAGE }, { signal });
-        for (const r of page.records) {
-          if (r.payload?.decision_id !== decisionId) continue;
-          if (r.kind === "capability.issued") trail.issued = r;
-          else if (r.kind === "capability.consumed") trail.consumed = r;
-        }
-        if (trail.consumed || !page.hasMore || page.records.length === 0) {
-          trail.complete = trail.consumed !== null || !page.hasMore;
-          return trail;
-        }
-        after = page.records[page.records.length - 1]!.seq;
-      }
-      return trail;
-    },
-    staleTime: 30_000,
-  });
+/** The `capability.issued` and `capability.consumed` records naming `decisionId` among `records`. */
+export function capabilityTrail(decisionId: string, records: readonly EvidenceRecord[]): CapabilityTrail {
+  const trail: CapabilityTrail = { issued: null, consumed: null };
+  for (const r of records) {
+    if (r.payload?.decision_id !== decisionId) continue;
+    if (r.kind === "capability.issued") trail.issued = r;
+    else if (r.kind === "capability.consumed") trail.consumed = r;
+  }
+  return trail;
 }

@@ -2,7 +2,7 @@ import { useId } from "react";
 import { CapabilityState, type Capability } from "../../../src/gen/mandate/v1/capabilities_pb.js";
 import { DecisionStatus, Outcome, ReconciliationStatus, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import type { EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
-import { SCAN_PAGES, useCapability, useCapabilityTrail, useEvidenceRecord } from "../api/decisions";
+import { TRAIL_PAGE, capabilityTrail, useCapability, useChainAfter, useEvidenceRecord } from "../api/decisions";
 import { useCan } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
@@ -113,21 +113,22 @@ function RecordMatch({ decision, record }: { decision: Decision; record: Evidenc
 function CapabilityCard({ decision: d, record }: { decision: Decision; record: EvidenceRecord }) {
   const id = useId();
   const possible = mayHaveCapability(d);
-  const trail = useCapabilityTrail(d.decisionId, record.seq, possible);
+  const chain = useChainAfter(record.seq, possible);
+  const trail = capabilityTrail(d.decisionId, (chain.data?.pages ?? []).flatMap((p) => p.records));
+  const read = (chain.data?.pages ?? []).reduce((n, p) => n + p.records.length, 0);
   const canRead = useCan("CAPABILITY_ISSUE");
-  const capabilityId = trail.data?.issued?.subjectId;
-  const capability = useCapability(capabilityId, canRead);
+  const capability = useCapability(trail.issued?.subjectId, canRead);
   let body;
   if (!possible) {
     body = <p className="empty">None: {d.outcome === Outcome.HUMAN_REVIEW ? "only a review resolved approved" : "only an ALLOW decision"} may carry a capability.</p>;
-  } else if (trail.isPending) {
+  } else if (chain.isPending) {
     body = <Loading what="the capability" />;
-  } else if (trail.error) {
-    body = <ApiError error={trail.error} title="The evidence chain could not be read" />;
-  } else if (!trail.data.issued) {
+  } else if (chain.error) {
+    body = <ApiError error={chain.error} title="The evidence chain could not be read" />;
+  } else if (!trail.issued) {
     body = (
       <p className="empty" data-testid="capability-state">
-        {trail.data.complete ? "None issued yet." : `None issued in the ${SCAN_PAGES * 1000} records after the decision.`}
+        {chain.hasNextPage ? `None issued in the ${read} records after the decision.` : "None issued yet."}
       </p>
     );
   } else if (canRead && capability.error) {
@@ -135,14 +136,21 @@ function CapabilityCard({ decision: d, record }: { decision: Decision; record: E
   } else if (canRead && !capability.data) {
     body = <Loading what="the capability" />;
   } else {
-    body = <CapabilityFacts capability={capability.data} issued={trail.data.issued} consumed={trail.data.consumed} />;
+    body = <CapabilityFacts capability={capability.data} issued={trail.issued} consumed={trail.consumed} />;
   }
+  // Only the chain tells where the capability is: more of it is read on request, a page at a time.
+  const looking = possible && !chain.error && chain.hasNextPage && (!trail.issued || (!trail.consumed && !canRead));
   return (
     <section className="card" aria-labelledby={`${id}-c`} data-testid="capability">
       <h2 id={`${id}-c`} className="h3">
         Capability
       </h2>
       {body}
+      {looking && (
+        <button type="button" className="secondary" onClick={() => void chain.fetchNextPage()} disabled={chain.isFetchingNextPage}>
+          {chain.isFetchingNextPage ? "Reading…" : `Read the next ${TRAIL_PAGE} records of the chain`}
+        </button>
+      )}
     </section>
   );
 }
