@@ -124,13 +124,24 @@ export function navTo(page: Page, name: string): Promise<void> {
 export async function signUpSandbox(page: Page, email: string): Promise<{ apiKey: string; organizationId: string }> {
   await page.getByLabel("Email").fill(email);
   await page.getByRole("button", { name: "Create sandbox" }).click();
-  const keyBox = page.getByLabel("API key");
-  await keyBox.waitFor();
-  const apiKey = await keyBox.inputValue();
-  expect(apiKey).toMatch(/^mk_/);
+  const apiKey = await copySecret(page, "API key");
   const organizationId = (await page.getByTestId("organization-id").textContent())!;
+  return { apiKey, organizationId };
+}
+
+/**
+ * A key shown once (components/secret.tsx, labelled `label`), copied with its button: what the
+ * clipboard then holds, checked to be what the page shows (the context must grant clipboard-read
+ * and clipboard-write).
+ */
+export async function copySecret(page: Page, label: string): Promise<string> {
+  const box = page.getByLabel(label, { exact: true });
+  await box.waitFor();
+  const shown = await box.inputValue();
+  expect(shown).toMatch(/^mk_/);
   await page.getByRole("button", { name: "Copy" }).click();
   await page.getByText("Copied to the clipboard.").waitFor();
-  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(apiKey);
-  return { apiKey, organizationId };
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  expect(copied).toBe(shown);
+  return copied;
 }

@@ -3,7 +3,7 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "@mandate/client";
 import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, signUpSandbox } from "./browser.js";
+import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, signUpSandbox } from "./browser.js";
 
 /*
  * Issue 22's "Done when", in Debian's Chromium against a real service: the whole onboarding path
@@ -121,12 +121,7 @@ describe("onboarding in the console", () => {
       await page.getByLabel("Name", { exact: true }).fill("second pair of eyes");
       for (const p of ["POLICY_APPROVER", "REVIEWER", "DECISION_READ", "EVENTS_READ"]) await page.getByLabel(p, { exact: true }).check();
       await page.getByRole("button", { name: "Create key" }).click();
-      const secretBox = page.getByLabel("New key's secret");
-      await secretBox.waitFor();
-      await page.getByRole("button", { name: "Copy" }).click();
-      await page.getByText("Copied to the clipboard.").waitFor();
-      const approver = { api_key: await page.evaluate(() => navigator.clipboard.readText()), key_id: (await page.getByTestId("created-key-id").textContent())! };
-      expect(approver.api_key).toBe(await secretBox.inputValue());
+      const approver = { api_key: await copySecret(page, "New key's secret"), key_id: (await page.getByTestId("created-key-id").textContent())! };
       // The organization's two keys: the sandbox key is the one this test did not create.
       const listed = page.getByTestId("api-keys").locator("tbody tr");
       await expect.poll(() => listed.count()).toBe(2);

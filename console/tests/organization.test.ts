@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signUpSandbox } from "./browser.js";
+import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openPage, signIn, signUpSandbox } from "./browser.js";
 
 /*
  * Issue 22, the API keys and principals pages, in Debian's Chromium against a real service. In a
@@ -88,23 +88,16 @@ describe("API keys and principals in the console", () => {
       expect(await page.getByLabel("REVIEWER", { exact: true }).getAttribute("aria-describedby")).toBeTruthy();
       await page.getByText("approve or reject human reviews").waitFor();
       await page.getByRole("button", { name: "Create key" }).click();
-      const secretBox = page.getByLabel("New key's secret");
-      await secretBox.waitFor();
-      const secret = await secretBox.inputValue();
-      expect(secret).toMatch(/^mk_/);
+      const copied = await copySecret(page, "New key's secret");
       const keyId = (await page.getByTestId("created-key-id").textContent())!;
       expect(await page.getByTestId("created-key").textContent()).toContain(`Created key reviewer key (${keyId}) with ${granted.join(", ")}.`);
-      await page.getByRole("button", { name: "Copy" }).click();
-      await page.getByText("Copied to the clipboard.").waitFor();
-      const copied = await page.evaluate(() => navigator.clipboard.readText());
-      expect(copied).toBe(secret);
       expect(await page.getByTestId("field-error").count()).toBe(0);
       await expect.poll(() => keyStates(page)).toEqual({ [sandboxKeyId!]: "active", [keyId]: "active" });
       const row = page.locator(`tr[data-key-id="${keyId}"]`);
       expect(await row.getByTestId("key-permissions").locator("code").allTextContents()).toEqual(granted);
       await checkPage(page, RUN, "03-api-key-created");
       await page.getByRole("button", { name: "Done: hide the secret" }).click();
-      await secretBox.waitFor({ state: "detached" });
+      await page.getByLabel("New key's secret").waitFor({ state: "detached" });
 
       // The copied secret signs in elsewhere and holds exactly what it was given.
       const other = await browser.newContext({ viewport: { width: 1280, height: 800 }, baseURL: svc.baseUrl });

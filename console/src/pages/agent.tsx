@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import { useEffect, useId, useRef, useState, type FormEvent } from "react";
+import { useId, useState, type FormEvent } from "react";
 import { AgentService, AgentState, type Agent } from "../../../src/gen/mandate/v1/agents_pb.js";
 import type { EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
 import { useAgentAuditRecords, useAgentDetail, useRotateAgentKey, useTransitionAgent, useUpdateAgent, type TransitionMethod } from "../api/agents";
@@ -7,6 +7,7 @@ import { describeFailure } from "../api/errors";
 import { useCan, usePermissions, usePrincipal } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { ConfirmButton } from "../components/confirm-button";
+import { FocusedStatus } from "../components/focused-status";
 import { Link } from "../components/link";
 import { fieldError, LabelFields, PublicKeyField, wirePublicKey } from "../components/agent-fields";
 import { formatTime, isoTime } from "../format";
@@ -157,11 +158,6 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
   const [reason, setReason] = useState("");
   const [done, setDone] = useState("");
   const [refusal, setRefusal] = useState<{ label: string; error: unknown } | null>(null);
-  const doneRef = useRef<HTMLParagraphElement>(null);
-  // The button pressed is gone with the state it belonged to: the focus goes to what happened.
-  useEffect(() => {
-    if (done) doneRef.current?.focus();
-  }, [done]);
   const allowed = TRANSITIONS.filter((t) => t.from.includes(a.state));
   const canAdmin = permissions.data?.has("AGENT_ADMIN") ?? false;
   return (
@@ -169,11 +165,7 @@ function Lifecycle({ agent: a }: { agent: Agent }) {
       <h2 id={`${id}-h`} className="h3">
         Lifecycle
       </h2>
-      {done && (
-        <p role="status" className="ok" data-testid="transition-done" tabIndex={-1} ref={doneRef}>
-          {done}
-        </p>
-      )}
+      <FocusedStatus text={done} testId="transition-done" />
       {allowed.length === 0 ? (
         <p className="muted small" data-testid="no-transition">
           The agent is {stateName(a.state)}: no transition leaves this state.

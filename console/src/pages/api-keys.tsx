@@ -1,4 +1,4 @@
-import { useEffect, useId, useRef, useState, type FormEvent } from "react";
+import { useId, useState, type FormEvent } from "react";
 import { Permission, type ApiKey } from "../../../src/gen/mandate/v1/organizations_pb.js";
 import { describeFailure } from "../api/errors";
 import { useIdentity } from "../api/identity";
@@ -8,6 +8,7 @@ import { useCan } from "../api/hooks";
 import { Field, fieldError } from "../components/agent-fields";
 import { ApiError, Loading } from "../components/api-error";
 import { ConfirmButton } from "../components/confirm-button";
+import { FocusedStatus } from "../components/focused-status";
 import { Link } from "../components/link";
 import { OneTimeSecret } from "../components/secret";
 import { formatTime, isoTime } from "../format";
@@ -127,11 +128,6 @@ function KeyList() {
   const revoke = useRevokeApiKey();
   const { identity } = useIdentity();
   const [done, setDone] = useState("");
-  const doneRef = useRef<HTMLParagraphElement>(null);
-  // The Revoke button pressed is gone with the key's active state: the focus goes to what happened.
-  useEffect(() => {
-    if (done) doneRef.current?.focus();
-  }, [done]);
   const run = (k: ApiKey) =>
     revoke.mutate(
       { keyId: k.keyId },
@@ -145,11 +141,7 @@ function KeyList() {
       <h2 id={`${id}-h`} className="h3">
         The organization's keys
       </h2>
-      {done && (
-        <p role="status" className="ok" data-testid="revoke-done" tabIndex={-1} ref={doneRef}>
-          {done}
-        </p>
-      )}
+      <FocusedStatus text={done} testId="revoke-done" />
       <ApiError error={revoke.error} title="The key was not revoked" />
       {keys.isPending ? (
         <Loading what="the keys" />

@@ -89,7 +89,7 @@ function RegisterForm() {
             {principalError
               ? `Acts for ${principalError.message}.`
               : list.length === 0
-                ? "This organization has no principal yet: create one (PrincipalService.CreatePrincipal) before registering an agent."
+                ? <>This organization has no principal yet: <Link to="/principals">create one</Link> before registering an agent.</>
                 : "The agent's actions are evaluated under this principal's authority. It never changes."}
           </p>
           {principals.hasNextPage && (
