@@ -84,16 +84,18 @@ export function createGrpcUnary(services: readonly RegisteredService[], pipeline
 
   /**
    * Answers with headers, the message if any, and `trailers` (grpc-status and, on error, its
-   * details). When the request body has not all arrived (it was refused as too large), the
-   * upload is then stopped with RST_STREAM NO_ERROR, after the trailers (RFC 9113 §8.1): sent
-   * any earlier, it would cut the answer off.
+   * details). When the request body has not all arrived (it was refused as too large), the rest
+   * of the upload is read and dropped (the stream's request deadline bounds it), as connect-node
+   * does. RST_STREAM NO_ERROR after the trailers would stop it sooner and is allowed (RFC 9113
+   * §8.1), but Node's own HTTP/2 client (under connect-node's gRPC transport) then
+   * reports "Premature close" instead of the answer.
    */
   function answer(stream: http2.ServerHttp2Stream, requestId: string, trailers: http2.OutgoingHttpHeaders, message?: Buffer): void {
     if (stream.destroyed) return;
     if (!stream.headersSent) stream.respond({ ":status": 200, "content-type": RESPONSE_TYPE, "x-request-id": requestId }, RESPOND_OPTIONS);
     stream.once("wantTrailers", () => {
       stream.sendTrailers(trailers);
-      if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      if (!stream.readableEnded) stream.resume();
     });
     stream.end(message);
   }

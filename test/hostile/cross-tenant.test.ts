@@ -1,6 +1,7 @@
 import { randomBytes, randomInt, randomUUID } from "node:crypto";
 import { ScalarType, type DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PERMISSIONS } from "../../src/base/caller.js";
 import { accessOf } from "../../src/transport/access.js";
@@ -23,7 +24,7 @@ import { FULL, recordRow } from "./report.js";
  * base/caller.ts), its all-permission key naming A's organization in X-Service-Organization-Id,
  * its agent's, adapter's and destination identity's signatures, and the operator key acting for
  * B. Each call goes over /v1 JSON (for a method with a google.api.http binding), gRPC on the
- * unary fast path (no deadline), gRPC through connect-node (with a deadline) and the Connect
+ * unary fast path, gRPC through connect-node (gzip-compressed, which the fast path leaves to it) and the Connect
  * protocol, naming A's resources in every path variable and request field that takes one (and,
  * for a method acting on a resource, once more with B's own resource in the path and A's in the
  * body). The request is otherwise well formed, so that it reaches the lookup.
@@ -53,13 +54,13 @@ import { FULL, recordRow } from "./report.js";
 /** A text no answer to B may ever contain: every name and free-text field of A's holds it. */
 const CANARY = `canaryA${randomBytes(6).toString("hex")}`;
 
-type Route = "v1" | "grpc" | "grpc-deadline" | "connect";
-/** The ways in: /v1, the unary gRPC fast path (no deadline), connect-node for gRPC with a deadline, and Connect. */
-const ROUTES: readonly Route[] = ["v1", "grpc", "grpc-deadline", "connect"];
+type Route = "v1" | "grpc" | "grpc-gzip" | "connect";
+/** The ways in: /v1, the unary gRPC fast path, connect-node for gzip-compressed gRPC, and Connect. */
+const ROUTES: readonly Route[] = ["v1", "grpc", "grpc-gzip", "connect"];
 const ROUTE_NAMES: Record<Route, string> = {
   v1: "/v1 JSON",
   grpc: "gRPC (fast path)",
-  "grpc-deadline": "gRPC (connect-node, deadline)",
+  "grpc-gzip": "gRPC (connect-node, gzip)",
   connect: "Connect",
 };
 
@@ -446,20 +447,24 @@ describe("hostile: cross-tenant access", () => {
       return { request, sent, pathVars };
     };
 
+    // Every message gzip-compressed (none too small): connect-node serves it, never the fast path.
+    const gzipTransport = createGrpcTransport({ baseUrl: svc.baseUrl, sendCompression: compressionGzip, compressMinBytes: 0 });
     /** Calls `method` over `route` with exactly `headers` (no credential of the harness's own). */
     const send = async (route: Route, method: DescMethod, request: Record<string, unknown>, headers: Record<string, string>): Promise<Answer> => {
       if (route === "v1") {
         const r = await call(svc, "v1", method, request, { headers });
         return { status: r.status, detail: r.detail, body: r.body };
       }
-      const client = (route === "connect" ? svc.connect(method.parent) : svc.grpc(method.parent)) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<any>>;
+      const client = (
+        route === "connect" ? svc.connect(method.parent) : route === "grpc-gzip" ? createClient(method.parent, gzipTransport) : svc.grpc(method.parent)
+      ) as unknown as Record<string, (req: unknown, opts: unknown) => Promise<any>>;
       const json: Record<string, unknown> = {};
       for (const [k, v] of Object.entries(request)) {
         const f = method.input.fields.find((x) => x.name === k);
         json[k] = f?.fieldKind === "scalar" && f.scalar === ScalarType.INT64 && typeof v === "number" ? BigInt(v) : v;
       }
       try {
-        const res = await client[method.localName]!(messageFromWireJson(method.input, json), { headers, ...(route === "grpc-deadline" && { timeoutMs: 30_000 }) });
+        const res = await client[method.localName]!(messageFromWireJson(method.input, json), { headers });
         return { status: 200, body: toWire(method.output, res) };
       } catch (err) {
         const e = ConnectError.from(err);
