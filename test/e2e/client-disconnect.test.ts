@@ -2,7 +2,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startService, type TestService } from "../support/service.js";
+import { startService, VIA_CONNECT_NODE, type TestService } from "../support/service.js";
 import { deferred, waitFor } from "../support/wait.js";
 
 /*
@@ -111,8 +111,8 @@ describe("a client that disconnects mid-body", () => {
     { name: "gRPC-Web (HTTP/1.1)", protocol: "grpc-web", disconnect: (id) => h1Disconnect("/mandate.v1.IntentService/SubmitIntent", "application/grpc-web+proto", id) },
     { name: "gRPC fast path, stream cancelled", protocol: "grpc", disconnect: (id) => h2Disconnect({}, id, "cancel") },
     { name: "gRPC fast path, connection dropped", protocol: "grpc", disconnect: (id) => h2Disconnect({}, id, "drop") },
-    { name: "gRPC through connect-node, stream cancelled", protocol: "grpc", disconnect: (id) => h2Disconnect({ "grpc-timeout": "30S" }, id, "cancel") },
-    { name: "gRPC through connect-node, connection dropped", protocol: "grpc", disconnect: (id) => h2Disconnect({ "grpc-timeout": "30S" }, id, "drop") },
+    { name: "gRPC through connect-node, stream cancelled", protocol: "grpc", disconnect: (id) => h2Disconnect(VIA_CONNECT_NODE, id, "cancel") },
+    { name: "gRPC through connect-node, connection dropped", protocol: "grpc", disconnect: (id) => h2Disconnect(VIA_CONNECT_NODE, id, "drop") },
   ];
 
   for (const c of cases) {

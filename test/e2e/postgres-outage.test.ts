@@ -89,13 +89,12 @@ describe.each(["tcp", "unix socket"] as const)("Postgres stopped or frozen (over
     return { status: res.status, detail: res.body?.detail, retryAfter: res.headers.get("retry-after") };
   }
 
-  /** SubmitIntent over gRPC; without a deadline the unary fast path answers, with one connect-node. */
-  async function grpcIntent(deadline: boolean): Promise<Omit<Outcome, "what" | "ms">> {
+  /** SubmitIntent over gRPC: uncompressed the unary fast path answers, compressed connect-node. */
+  async function grpcIntent(viaConnectNode: boolean): Promise<Omit<Outcome, "what" | "ms">> {
     const signed = signBody(agent, intentDoc(agent.agentId));
     try {
-      await svc.grpc(IntentService).submitIntent(create(SubmitIntentRequestSchema, { intent: signed.bytes }), {
+      await (viaConnectNode ? svc.grpcViaConnectNode(IntentService) : svc.grpc(IntentService)).submitIntent(create(SubmitIntentRequestSchema, { intent: signed.bytes }), {
         headers: { "x-service-key-id": signed.keyId, "x-service-signature": signed.signature },
-        ...(deadline && { timeoutMs: 30_000 }),
       });
       return { status: 200, detail: undefined, retryAfter: null };
     } catch (err) {

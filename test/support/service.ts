@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import http from "node:http";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { compressionGzip, createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import pino from "pino";
 import { inject } from "vitest";
@@ -123,6 +123,8 @@ export interface TestService {
   v1: V1Client;
   /** A gRPC (HTTP/2, h2c) client of `service`. */
   grpc<S extends DescService>(service: S): Client<S>;
+  /** The same with every message gzip-compressed: connect-node serves its calls, never the unary fast path. */
+  grpcViaConnectNode<S extends DescService>(service: S): Client<S>;
   /** A Connect-protocol (HTTP/1.1) client of `service`. */
   connect<S extends DescService>(service: S): Client<S>;
   /** A gRPC-Web (HTTP/1.1) client of `service`. */
@@ -131,6 +133,13 @@ export interface TestService {
   newOrg(name?: string): Promise<TestOrg>;
   close(): Promise<void>;
 }
+
+/**
+ * Headers that send a raw HTTP/2 gRPC call to connect-node instead of the service's unary fast
+ * path, which takes only uncompressed calls: gRPC lets a call announce gzip and still flag its
+ * messages uncompressed.
+ */
+export const VIA_CONNECT_NODE: Readonly<Record<string, string>> = { "grpc-encoding": "gzip" };
 
 /** Sandbox limits high enough that suites sharing one database never trip them. */
 const HIGH = "100000000";
@@ -207,6 +216,7 @@ export async function startService(
   const baseUrl = `http://127.0.0.1:${app.port}`;
   const v1 = createV1Client(baseUrl);
   const grpcTransport = createGrpcTransport({ baseUrl });
+  const gzipTransport = createGrpcTransport({ baseUrl, sendCompression: compressionGzip, compressMinBytes: 0 });
   const connectTransport = createConnectTransport({ baseUrl, httpVersion: "1.1" });
   const grpcWebTransport = createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
   const operatorKey = defined.MANDATE_OPERATOR_KEY;
@@ -218,6 +228,7 @@ export async function startService(
     env: defined,
     v1,
     grpc: (service) => createClient(service, grpcTransport),
+    grpcViaConnectNode: (service) => createClient(service, gzipTransport),
     connect: (service) => createClient(service, connectTransport),
     grpcWeb: (service) => createClient(service, grpcWebTransport),
     async newOrg(name = `Test org ${randomUUID().slice(0, 8)}`) {
@@ -285,6 +296,7 @@ export async function spawnServiceProcess(env: Record<string, string>): Promise<
     env,
     v1,
     grpc: (service) => createClient(service, transport),
+    grpcViaConnectNode: unused,
     connect: unused,
     grpcWeb: unused,
     async newOrg(name = `Process org ${randomUUID().slice(0, 8)}`) {
