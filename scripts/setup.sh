@@ -79,6 +79,8 @@ if [ "$for_start" = false ]; then
     fi
   fi
   say "protoc $(protoc --version | cut -d' ' -f2)"
+  # The Cerbos PDP, for the peers bench's equivalence test (test/e2e/bench-peers-equivalence.test.ts).
+  bash scripts/fetch-cerbos.sh
 fi
 
 # --- the service's build ------------------------------------------------------------
