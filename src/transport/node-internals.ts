@@ -60,10 +60,13 @@ interface StreamTables {
  * never a quiet fallback.
  */
 function streamTables(session: object): StreamTables {
-  const key = Object.getOwnPropertySymbols(session).find((s) => s.description === "state");
-  const state: unknown = key === undefined ? undefined : (session as Record<symbol, unknown>)[key];
+  // Exactly one such symbol: with two, which one is the state would be a guess.
+  const keys = Object.getOwnPropertySymbols(session).filter((s) => s.description === "state");
+  const state: unknown = keys.length === 1 ? (session as Record<symbol, unknown>)[keys[0]!] : undefined;
   if (hasStreamTables(state)) return state;
-  return refuse('an HTTP/2 session does not keep its streams where expected (an own symbol-keyed property described "state" holding a Map "streams" and a Set "pendingStreams")');
+  return refuse(
+    `an HTTP/2 session does not keep its streams where expected (one own symbol-keyed property described "state", ${keys.length} found, holding a Map "streams" and a Set "pendingStreams")`,
+  );
 }
 
 /** Whether `state` holds the two tables. Node's SafeMap and SafeSet are not `instanceof` Map and Set (their prototypes are cut off from them), so this checks their shape. */

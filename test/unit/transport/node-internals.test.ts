@@ -45,6 +45,9 @@ describe("checkNodeInternals (the start-up self-check)", () => {
     // The state object under the right symbol, but without the Map and the Set.
     await expectRefused(() => checkNodeInternals({ session: { [Symbol("state")]: { streams: {}, pendingStreams: [] } } }), /"state"/);
     await expectRefused(() => checkNodeInternals({ session: { [Symbol("state")]: { streams: new Map() } } }), /pendingStreams/);
+    // Two symbols described "state": the guard does not guess which one holds the tables.
+    const tables = { streams: new Map(), pendingStreams: new Set() };
+    await expectRefused(() => checkNodeInternals({ session: { [Symbol("state")]: tables, [Symbol("state")]: tables } }), /2 found/);
   });
 
   it("refuses a request-handler server without Node's own stream listener", async () => {
