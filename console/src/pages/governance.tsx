@@ -7,7 +7,7 @@ import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
-import { VersionCells } from "../components/version-facts";
+import { VersionsTable } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
 
@@ -301,33 +301,11 @@ function Versions() {
       ) : versions.data.versions.length === 0 ? (
         <p className="empty">No graph version yet.</p>
       ) : (
-        <div className="table-wrap" tabIndex={0} role="group" aria-label="Graph versions (scrollable)">
-          <table data-testid="graph-versions">
-            <thead>
-              <tr>
-                <th scope="col">Version</th>
-                <th scope="col">State</th>
-                <th scope="col">Author</th>
-                <th scope="col">Approver</th>
-                <th scope="col">Created</th>
-                <th scope="col">Published</th>
-              </tr>
-            </thead>
-            <tbody>
-              {versions.data.versions.map((v) => (
-                <tr key={v.version} data-version={v.version}>
-                  <th scope="row">
-                    <Link to={`/governance/versions/${v.version}`}>Version {v.version}</Link>
-                  </th>
-                  <td>
-                    <span className={`state state-${GRAPH_STATE[v.state]}`}>{GRAPH_STATE[v.state]}</span>
-                  </td>
-                  <VersionCells v={v} />
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <VersionsTable
+          label="Graph versions"
+          testId="graph-versions"
+          rows={versions.data.versions.map((v) => ({ ...v, state: GRAPH_STATE[v.state], href: `/governance/versions/${v.version}` }))}
+        />
       )}
     </section>
   );

@@ -4,7 +4,7 @@ import { useCan } from "../api/hooks";
 import { useDisablePolicy, usePolicy, useRollbackPolicy } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
-import { VersionCells } from "../components/version-facts";
+import { VersionsTable } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import { POLICY_STATE } from "./policies";
 import "../authoring.css";
@@ -51,35 +51,13 @@ export function PolicyPage({ policyKey }: { policyKey: string }) {
             <h2 id={`${id}-v`} className="h3">
               Versions
             </h2>
-            <div className="table-wrap" tabIndex={0} role="group" aria-label="Versions (scrollable)">
-              <table data-testid="policy-versions">
-                <thead>
-                  <tr>
-                    <th scope="col">Version</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Author</th>
-                    <th scope="col">Approver</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Published</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {[...policy.data.versions]
-                    .sort((a, b) => b.version - a.version)
-                    .map((v) => (
-                      <tr key={v.version} data-version={v.version}>
-                        <th scope="row">
-                          <Link to={`/policies/${policyKey}/versions/${v.version}`}>Version {v.version}</Link>
-                        </th>
-                        <td>
-                          <span className={`state state-${POLICY_STATE[v.state]}`}>{POLICY_STATE[v.state]}</span>
-                        </td>
-                        <VersionCells v={v} />
-                      </tr>
-                    ))}
-                </tbody>
-              </table>
-            </div>
+            <VersionsTable
+              label="Versions"
+              testId="policy-versions"
+              rows={[...policy.data.versions]
+                .sort((a, b) => b.version - a.version)
+                .map((v) => ({ ...v, state: POLICY_STATE[v.state], href: `/policies/${policyKey}/versions/${v.version}` }))}
+            />
           </section>
           {(policy.data.activeVersion > 0 || lastChanges.has(policyKey)) && <Changes policyKey={policyKey} active={policy.data.activeVersion > 0} />}
         </>
