@@ -1,11 +1,6 @@
 import { readFileSync } from "node:fs";
-import type http from "node:http";
-import type http2 from "node:http2";
 import { createRequire } from "node:module";
-import { gzipSync } from "node:zlib";
-
-type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
-type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+import { answer, refusedMethod, securityHeaders, sendStaticFile, staticFile, type NodeRequest, type NodeResponse, type StaticFile } from "./static-files.js";
 
 /** Where the API reference is served. */
 export const DOCS_PATH = "/docs";
@@ -29,12 +24,7 @@ export const DOCS_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-const SECURITY_HEADERS = {
-  "content-security-policy": DOCS_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "cross-origin-opener-policy": "same-origin",
-};
+const SECURITY_HEADERS = securityHeaders(DOCS_CSP);
 
 /**
  * The page: Redoc's standalone bundle renders any `<redoc spec-url>` element it finds when it
@@ -55,18 +45,6 @@ const PAGE = `<!doctype html>
 </html>
 `;
 
-interface Asset {
-  body: Buffer;
-  gzip: Buffer;
-  type: string;
-  cacheControl: string;
-}
-
-function asset(body: Buffer | string, type: string, cacheControl: string): Asset {
-  const bytes = Buffer.from(body);
-  return { body: bytes, gzip: gzipSync(bytes), type, cacheControl };
-}
-
 /**
  * Serves the API reference at /docs: a page that loads Redoc's standalone bundle (from the
  * `redoc` npm package, read once at start-up; no CDN) pointed at /openapi.json. The bundle's URL
@@ -76,9 +54,9 @@ function asset(body: Buffer | string, type: string, cacheControl: string): Asset
  */
 export function createDocsRoute(): (req: NodeRequest, res: NodeResponse) => boolean {
   const bundle = readFileSync(createRequire(import.meta.url).resolve("redoc/bundles/redoc.standalone.js"));
-  const assets = new Map<string, Asset>([
-    [DOCS_PATH, asset(PAGE, "text/html; charset=utf-8", "no-cache")],
-    [`${DOCS_PATH}/redoc.standalone.js`, asset(bundle, "text/javascript; charset=utf-8", "public, max-age=3600")],
+  const files = new Map<string, StaticFile>([
+    [DOCS_PATH, staticFile(PAGE, "text/html; charset=utf-8", "no-cache")],
+    [`${DOCS_PATH}/redoc.standalone.js`, staticFile(bundle, "text/javascript; charset=utf-8", "public, max-age=3600")],
   ]);
   return (req, res) => {
     const pathname = (req.url ?? "/").split("?", 1)[0]!;
@@ -88,31 +66,10 @@ export function createDocsRoute(): (req: NodeRequest, res: NodeResponse) => bool
       res.end();
       return true;
     }
-    const found = assets.get(pathname);
-    // Plain text, as the console's files answer: these are pages, not API calls.
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { "content-type": "text/plain; charset=utf-8", allow: "GET, HEAD" });
-      res.end("Method not allowed.\n");
-      return true;
-    }
-    if (!found) {
-      res.writeHead(404, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-cache" });
-      res.end("Not found.\n");
-      return true;
-    }
-    const gzip = /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""));
-    const body = gzip ? found.gzip : found.body;
-    res.writeHead(200, {
-      ...SECURITY_HEADERS,
-      "content-type": found.type,
-      "cache-control": found.cacheControl,
-      "content-length": String(body.length),
-      // Kept beside the Vary: Origin that CORS may have set.
-      vary: [res.getHeader("vary"), "Accept-Encoding"].filter(Boolean).join(", "),
-      ...(gzip ? { "content-encoding": "gzip" } : {}),
-    });
-    if (req.method === "HEAD") res.end();
-    else res.end(body);
+    if (refusedMethod(req, res)) return true;
+    const found = files.get(pathname);
+    if (!found) answer(req, res, 404, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-cache" }, "Not found.\n");
+    else sendStaticFile(req, res, found, SECURITY_HEADERS);
     return true;
   };
 }

@@ -1,11 +1,6 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import type http from "node:http";
-import type http2 from "node:http2";
 import path from "node:path";
-import { gzipSync } from "node:zlib";
-
-type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
-type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+import { answer, refusedMethod, securityHeaders, sendStaticFile, staticFile, type NodeRequest, type NodeResponse, type StaticFile } from "./static-files.js";
 
 /** Where the console is served; its routes and its files live under it. */
 export const CONSOLE_PATH = "/console";
@@ -45,19 +40,7 @@ const TYPES: Readonly<Record<string, string>> = {
 /** Types worth compressing (images and fonts are compressed already). */
 const COMPRESSIBLE = new Set([".html", ".js", ".mjs", ".css", ".json", ".map", ".svg", ".txt"]);
 
-interface Asset {
-  body: Buffer;
-  gzip: Buffer | undefined;
-  type: string;
-  cacheControl: string;
-}
-
-const SECURITY_HEADERS = {
-  "content-security-policy": CONSOLE_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "cross-origin-opener-policy": "same-origin",
-};
+const SECURITY_HEADERS = securityHeaders(CONSOLE_CSP);
 
 /**
  * Serves the built console (`console/dist`, made by `vite build`) at /console: every file is
@@ -77,17 +60,13 @@ export function createConsoleRoute(dir: string): (req: NodeRequest, res: NodeRes
     const url = req.url ?? "/";
     const pathname = url.split("?", 1)[0]!;
     if (pathname !== "/" && pathname !== CONSOLE_PATH && !pathname.startsWith(`${CONSOLE_PATH}/`)) return false;
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      answer(res, 405, { "content-type": "text/plain; charset=utf-8", allow: "GET, HEAD" }, Buffer.from("Method not allowed.\n"), req.method === "HEAD");
-      return true;
-    }
-    const head = req.method === "HEAD";
+    if (refusedMethod(req, res)) return true;
     if (pathname === "/" || pathname === CONSOLE_PATH) {
-      answer(res, 302, { location: `${CONSOLE_PATH}/`, "cache-control": "no-cache" }, Buffer.alloc(0), head);
+      answer(req, res, 302, { location: `${CONSOLE_PATH}/`, "cache-control": "no-cache" }, "");
       return true;
     }
     if (!index) {
-      answer(res, 404, { "content-type": "text/plain; charset=utf-8" }, Buffer.from("The console is not built: run `npm run build:console`.\n"), head);
+      answer(req, res, 404, { "content-type": "text/plain; charset=utf-8" }, "The console is not built: run `npm run build:console`.\n");
       return true;
     }
     let relative: string;
@@ -100,37 +79,15 @@ export function createConsoleRoute(dir: string): (req: NodeRequest, res: NodeRes
     // A route of the single-page app: no extension in its last segment.
     const isRoute = !file && !path.posix.extname(relative) && !relative.startsWith("/assets/") && !relative.includes("\0");
     const asset = file ?? (isRoute ? index : undefined);
-    if (!asset) {
-      answer(res, 404, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-cache", ...SECURITY_HEADERS }, Buffer.from("Not found.\n"), head);
-      return true;
-    }
-    const gzip = asset.gzip && /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""));
-    answer(
-      res,
-      200,
-      {
-        "content-type": asset.type,
-        "cache-control": asset.cacheControl,
-        vary: "accept-encoding",
-        ...(gzip ? { "content-encoding": "gzip" } : {}),
-        ...SECURITY_HEADERS,
-      },
-      gzip ? asset.gzip! : asset.body,
-      head,
-    );
+    if (!asset) answer(req, res, 404, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-cache", ...SECURITY_HEADERS }, "Not found.\n");
+    else sendStaticFile(req, res, asset, SECURITY_HEADERS);
     return true;
   };
 }
 
-function answer(res: NodeResponse, status: number, headers: Record<string, string>, body: Buffer, head: boolean): void {
-  res.writeHead(status, { ...headers, "content-length": String(body.length) });
-  if (head) res.end();
-  else res.end(body);
-}
-
 /** Every file under `dir`, keyed by its URL path below /console ("/index.html", "/assets/x-1a2b.js"). */
-function loadAssets(dir: string): Map<string, Asset> {
-  const assets = new Map<string, Asset>();
+function loadAssets(dir: string): Map<string, StaticFile> {
+  const assets = new Map<string, StaticFile>();
   const walk = (at: string) => {
     let names: string[];
     try {
@@ -147,13 +104,16 @@ function loadAssets(dir: string): Map<string, Asset> {
       const key = "/" + path.relative(dir, full).split(path.sep).join("/");
       const ext = path.extname(name).toLowerCase();
       const body = readFileSync(full);
-      assets.set(key, {
-        body,
-        gzip: COMPRESSIBLE.has(ext) && body.length > 1024 ? gzipSync(body) : undefined,
-        type: TYPES[ext] ?? "application/octet-stream",
-        // Vite puts a content hash in every name under assets/: such a name never changes content.
-        cacheControl: key.startsWith("/assets/") ? "public, max-age=31536000, immutable" : "no-cache",
-      });
+      assets.set(
+        key,
+        staticFile(
+          body,
+          TYPES[ext] ?? "application/octet-stream",
+          // Vite puts a content hash in every name under assets/: such a name never changes content.
+          key.startsWith("/assets/") ? "public, max-age=31536000, immutable" : "no-cache",
+          COMPRESSIBLE.has(ext) && body.length > 1024,
+        ),
+      );
     }
   };
   walk(dir);
