@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity } from "@mandate/client";
-import { startService, uniqueEmail, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, tabTo } from "./browser.js";
+import { uniqueEmail, type TestService } from "../../test/support/service.js";
+import { checkPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signOut, tabTo } from "./browser.js";
 
 /*
  * Issue 22, the Agents pages, in Debian's Chromium against a real service: in a sandbox
@@ -23,13 +23,7 @@ import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn,
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 const RUN = "agents";
 

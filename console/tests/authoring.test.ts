@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity } from "@mandate/client";
-import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage as checkRunPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut } from "./browser.js";
+import type { TestService } from "../../test/support/service.js";
+import { checkPage as checkRunPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signOut } from "./browser.js";
 
 /*
  * Issue 22, the Governance and Policies pages, in Debian's Chromium against a real service.
@@ -22,13 +22,7 @@ import { checkPage as checkRunPage, expectCleanConsole, launchChromium, navTo, o
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 const RUN = "authoring";
 const VIEWPORT = { width: 1280, height: 800 };

@@ -3,7 +3,8 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
+import { startService, type TestService } from "../../test/support/service.js";
 
 /** Debian's Chromium (scripts/setup.sh installs it); playwright-core never downloads one. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -18,6 +19,23 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+/**
+ * One service and one Chromium for a test file: started together before its tests, closed after
+ * them. `use` receives both once started (a file keeps them in its own variables).
+ */
+export function serviceAndBrowser(use: (svc: TestService, browser: Browser) => void): void {
+  let svc: TestService | undefined;
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    [svc, browser] = await Promise.all([startService(), launchChromium()]);
+    use(svc, browser);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await svc?.close();
   });
 }
 

@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { MandateClient, type Decision } from "@mandate/client";
 import { ReconciliationStatus } from "../../src/gen/mandate/v1/decisions_pb.js";
 import { ReconciliationService } from "../../src/gen/mandate/v1alpha/execution_pb.js";
-import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, tabTo } from "./browser.js";
+import type { TestService } from "../../test/support/service.js";
+import { checkPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signOut, tabTo } from "./browser.js";
 import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 
 /*
@@ -70,8 +70,8 @@ async function makeDecisions(baseUrl: string, apiKey: string) {
   return { allows, denies, consumedAllow, approved, pending, clerkName, clerkId: clerk.agent_id, capName, capperId: capper.agent_id, total: 13, readerKey: readerKey.api_key };
 }
 
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
   const org = await svc.newOrg();
   data = { ...(await makeDecisions(svc.baseUrl, org.apiKey)), apiKey: org.apiKey };
   // Reconciliation is the operator's (no public endpoint): a consumed capability without a receipt is RECEIPT_MISSING.
@@ -80,10 +80,6 @@ beforeAll(async () => {
     { headers: { "x-service-operator-key": svc.operatorKey!, "x-service-organization-id": org.organizationId } },
   );
   expect(reconciled.status).toBe(ReconciliationStatus.RECEIPT_MISSING);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
 });
 
 /** The decision ids of the list's rows, top to bottom. */

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MandateClient, type AgentIdentity } from "@mandate/client";
-import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, launchChromium, navTo, openPage, signUpSandbox, tabTo } from "./browser.js";
+import type { TestService } from "../../test/support/service.js";
+import { checkPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signUpSandbox, tabTo } from "./browser.js";
 import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 
 /*
@@ -20,13 +20,7 @@ import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };

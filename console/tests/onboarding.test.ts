@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { AgentKey, MandateClient, agentIdentity, type AgentIdentity } from "@mandate/client";
-import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openPage, signIn, signOut, signUpSandbox } from "./browser.js";
+import type { TestService } from "../../test/support/service.js";
+import { checkPage, copySecret, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signOut, signUpSandbox } from "./browser.js";
 
 /*
  * Issue 22's "Done when", in Debian's Chromium against a real service: the whole onboarding path
@@ -23,13 +23,7 @@ import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openP
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 /** What the desktop run onboarded, for the phone run's fresh Intent. */
 let onboarded: { sandboxKey: string; sandboxKeyId: string; agent: AgentIdentity } | undefined;

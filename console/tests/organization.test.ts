@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startService, type TestService } from "../../test/support/service.js";
-import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openPage, signIn, signUpSandbox } from "./browser.js";
+import { describe, expect, it } from "vitest";
+import type { TestService } from "../../test/support/service.js";
+import { checkPage, copySecret, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signUpSandbox } from "./browser.js";
 
 /*
  * Issue 22, the API keys and principals pages, in Debian's Chromium against a real service. In a
@@ -20,13 +20,7 @@ import { checkPage, copySecret, expectCleanConsole, launchChromium, navTo, openP
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 const RUN = "organization";
 

@@ -1,8 +1,8 @@
 import type { Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { launchChromium, openPage } from "../../console/tests/browser.js";
+import { describe, expect, it } from "vitest";
+import { openPage, serviceAndBrowser } from "../../console/tests/browser.js";
 import { DOCS_CSP } from "../../src/transport/api-docs.js";
-import { startService, type TestService } from "../support/service.js";
+import type { TestService } from "../support/service.js";
 
 /*
  * Issue 23: /docs is an API reference (Redoc's standalone bundle, served from the npm package,
@@ -13,13 +13,7 @@ import { startService, type TestService } from "../support/service.js";
 let svc: TestService;
 let browser: Browser;
 
-beforeAll(async () => {
-  [svc, browser] = await Promise.all([startService(), launchChromium()]);
-});
-afterAll(async () => {
-  await browser?.close();
-  await svc?.close();
-});
+serviceAndBrowser((s, b) => ([svc, browser] = [s, b]));
 
 describe("/docs over HTTP", () => {
   it("answers the page and the bundle under the CSP, gzipped when asked", async () => {
