@@ -14,16 +14,7 @@ say() { echo "[bench:peers] $*" >&2; }
 
 bash scripts/setup.sh --for-start
 
-if ! command -v wrk >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing wrk (apt-get)"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk >/dev/null
-  else
-    say "the bench needs wrk on PATH: install it (e.g. sudo apt-get install wrk) and run again"
-    exit 1
-  fi
-fi
+command -v wrk >/dev/null 2>&1 || bash scripts/apt-install.sh "the peers bench" wrk
 
 bash scripts/fetch-cerbos.sh
 

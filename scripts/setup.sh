@@ -44,39 +44,14 @@ say "opa $(opa_version)"
 
 # --- redis-server (tests only) --------------------------------------------------
 if [ "$for_start" = false ]; then
-  if ! command -v redis-server >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      say "installing redis-server (apt-get)"
-      DEBIAN_FRONTEND=noninteractive apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
-    else
-      say "the tests need redis-server on PATH: install it (e.g. sudo apt-get install redis-server) and run again"
-      exit 1
-    fi
-  fi
+  command -v redis-server >/dev/null 2>&1 || bash scripts/apt-install.sh "the tests" redis-server
   say "$(redis-server --version | cut -d' ' -f1-3)"
-  if ! command -v chromium >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      say "installing chromium (apt-get) for the console's browser tests"
-      DEBIAN_FRONTEND=noninteractive apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
-    else
-      say "the console's tests need Debian's chromium (/usr/bin/chromium): install it (e.g. sudo apt-get install chromium) and run again"
-      exit 1
-    fi
-  fi
+  command -v chromium >/dev/null 2>&1 || bash scripts/apt-install.sh "the console's browser tests (Debian's /usr/bin/chromium)" chromium
   say "$(chromium --version 2>/dev/null | head -1)"
   # protoc with the well-known types (libprotobuf-dev puts them in /usr/include, which
   # protoc searches by itself): test/e2e/grpc-go.test.ts compiles a copy of proto/ alone.
   if ! command -v protoc >/dev/null 2>&1 || [ ! -f /usr/include/google/protobuf/timestamp.proto ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      say "installing protoc (apt-get: protobuf-compiler, libprotobuf-dev)"
-      DEBIAN_FRONTEND=noninteractive apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends protobuf-compiler libprotobuf-dev >/dev/null
-    else
-      say "the tests need protoc with the well-known types: install them (e.g. sudo apt-get install protobuf-compiler libprotobuf-dev) and run again"
-      exit 1
-    fi
+    bash scripts/apt-install.sh "the tests (protoc with the well-known types)" protobuf-compiler libprotobuf-dev
   fi
   say "protoc $(protoc --version | cut -d' ' -f2)"
   # The Cerbos PDP, for the peers bench's equivalence test (test/e2e/bench-peers-equivalence.test.ts).
