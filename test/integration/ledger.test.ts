@@ -263,8 +263,11 @@ describe("Ledger (Postgres): capabilities", () => {
   it("issues a decision's capability once: a second one for the same decision, even concurrent, is already_issued and writes nothing", async () => {
     const cap = await capabilityFor();
     const again = { ...cap, capability_id: newId("cap") };
+    const handed = structuredClone([cap, again]);
     const before = (await chainOf(org.organizationId)).length;
     const results = await Promise.all([replicas[0].issueCapability(cap, { capability_id: cap.capability_id }), replicas[1].issueCapability(again, { capability_id: again.capability_id })]);
+    // Results come back as values: neither capability handed over was changed, issued or refused.
+    expect([cap, again]).toEqual(handed);
     expect(results.filter((r) => "issued" in r)).toHaveLength(1);
     expect(results.filter((r) => "refused" in r)).toEqual([{ refused: "already_issued" }]);
     const stored = await capabilities.byDecision(org.organizationId, cap.decision_id);
@@ -278,8 +281,11 @@ describe("Ledger (Postgres): capabilities", () => {
     const cap = await capabilityFor();
     expect(await replicas[0].issueCapability(cap, {})).toMatchObject({ issued: true });
     const row: CapabilityRow = { ...cap, consumed_at: null, consumed_by: null };
+    const handed = structuredClone(row);
     const before = (await chainOf(org.organizationId)).length;
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => replicas[i % 2]!.consumeCapability(row, `gateway-${i}`)));
+    // The consumed row is a new value; the one every caller handed over still reads unconsumed.
+    expect(row).toEqual(handed);
     const consumed = results.filter((r) => "consumed" in r);
     expect(consumed).toHaveLength(1);
     expect(results.filter((r) => "refused" in r).every((r) => (r as { refused: string }).refused === "consumed")).toBe(true);
