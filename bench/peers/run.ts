@@ -89,7 +89,23 @@ interface SystemResult {
   atRate: { rate: number; p50Ms: number; p99Ms: number; maxMs: number; ok: number; failed: number; saturated: boolean };
   cpuSecondsPer1000: { service: number; postgres: number | null };
   peakRssMiB: number;
+  /** Mandate: the decision ledger's groups during the saturation run (from /metrics). */
+  ledger?: LedgerFigures;
   failures: string[];
+}
+
+/** Decision group commits over a run: how many per second, their mean size and mean duration. */
+interface LedgerFigures {
+  groupsPerSecond: number;
+  meanGroupSize: number;
+  meanCommitMs: number;
+}
+
+/** The decision ledger's group histograms' sums and counts, as GET /metrics has them now. */
+async function ledgerTotals(baseUrl: string): Promise<{ groups: number; items: number; seconds: number }> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^${name}\\{kind="decision"\\} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return { groups: read("mandate_ledger_group_size_count"), items: read("mandate_ledger_group_size_sum"), seconds: read("mandate_ledger_group_commit_seconds_sum") };
 }
 
 const LABELS: Record<SystemName, string> = {
@@ -187,9 +203,16 @@ async function measure(
   const file = await drive.bodies(DURATION);
   const cpu0 = treeCpuSeconds(server.pid);
   const pg0 = pgPid === null ? 0 : treeCpuSeconds(pgPid);
+  const ledger0 = system.startsWith("mandate-") ? await ledgerTotals(server.baseUrl) : null;
   const sat = await drive.saturate(file, DURATION);
   const cpu = treeCpuSeconds(server.pid) - cpu0;
   const pg = pgPid === null ? null : treeCpuSeconds(pgPid) - pg0;
+  let ledger: LedgerFigures | undefined;
+  if (ledger0) {
+    const t = await ledgerTotals(server.baseUrl);
+    const groups = t.groups - ledger0.groups;
+    ledger = { groupsPerSecond: groups / sat.seconds, meanGroupSize: (t.items - ledger0.items) / groups, meanCommitMs: ((t.seconds - ledger0.seconds) / groups) * 1000 };
+  }
   const perSecond = sat.decisions / sat.seconds;
   rate ??= Math.max(50, Math.round(perSecond / 2 / 50) * 50);
 
@@ -203,11 +226,12 @@ async function measure(
     atRate: { rate, p50Ms: fixed.latency.p50, p99Ms: fixed.latency.p99, maxMs: fixed.latency.max, ok: fixed.ok, failed: fixed.failed, saturated: fixed.saturated },
     cpuSecondsPer1000: { service: (cpu / sat.decisions) * 1000, postgres: pg === null ? null : (pg / sat.decisions) * 1000 },
     peakRssMiB: peakRssMiB(server.pid),
+    ...(ledger && { ledger }),
     failures: [...sat.failures, ...fixed.failures.slice(0, 3)],
   };
   const f = result;
   console.log(
-    `  ${system}: ${fmt(f.saturation.perSecond)}/s saturated (p50 ${fmt(f.saturation.p50Ms, 2)} ms, p99 ${fmt(f.saturation.p99Ms, 2)} ms); at ${fmt(rate)}/s p50 ${fmt(f.atRate.p50Ms, 2)} ms, p99 ${fmt(f.atRate.p99Ms, 2)} ms${f.atRate.saturated ? " [fell behind]" : ""}; CPU s per 1,000: service ${fmt(f.cpuSecondsPer1000.service, 3)}, Postgres ${f.cpuSecondsPer1000.postgres === null ? "—" : fmt(f.cpuSecondsPer1000.postgres, 3)}; peak RSS ${fmt(f.peakRssMiB, 1)} MiB${f.saturation.failed + f.atRate.failed ? `; FAILED ${f.saturation.failed + f.atRate.failed} (${f.failures[0]})` : ""}`,
+    `  ${system}: ${fmt(f.saturation.perSecond)}/s saturated (p50 ${fmt(f.saturation.p50Ms, 2)} ms, p99 ${fmt(f.saturation.p99Ms, 2)} ms); at ${fmt(rate)}/s p50 ${fmt(f.atRate.p50Ms, 2)} ms, p99 ${fmt(f.atRate.p99Ms, 2)} ms${f.atRate.saturated ? " [fell behind]" : ""}; CPU s per 1,000: service ${fmt(f.cpuSecondsPer1000.service, 3)}, Postgres ${f.cpuSecondsPer1000.postgres === null ? "—" : fmt(f.cpuSecondsPer1000.postgres, 3)}; peak RSS ${fmt(f.peakRssMiB, 1)} MiB${f.ledger ? `; decision groups ${fmt(f.ledger.groupsPerSecond)}/s, mean ${fmt(f.ledger.meanGroupSize, 1)} decisions, ${fmt(f.ledger.meanCommitMs, 2)} ms each` : ""}${f.saturation.failed + f.atRate.failed ? `; FAILED ${f.saturation.failed + f.atRate.failed} (${f.failures[0]})` : ""}`,
   );
   return result;
 }
@@ -357,6 +381,9 @@ async function report(all: SystemResult[]): Promise<void> {
     if (m && cerbos) targets.push(versus(`${t} decisions/s vs Cerbos's (floor 0.8x)`, m.saturation.perSecond, cerbos.saturation.perSecond, "/s"));
     if (m) targets.push(versus(`${t} p99 at ${fmt(m.atRate.rate)}/s${Math.abs(m.atRate.rate * 2 - m.saturation.perSecond) > m.saturation.perSecond * 0.1 ? " (not half its saturation)" : ""}`, m.atRate.p99Ms, 10, "ms", false));
   }
+  const ledgerLines = all.flatMap((r) =>
+    r.ledger ? [`- ${r.system}: ${fmt(r.ledger.groupsPerSecond)} decision groups/s, mean ${fmt(r.ledger.meanGroupSize, 1)} decisions and ${fmt(r.ledger.meanCommitMs, 2)} ms per group commit`] : [],
+  );
   const markdown = [
     `# Mandate beside OPA and Cerbos (${started.toISOString()})`,
     "",
@@ -368,6 +395,7 @@ async function report(all: SystemResult[]): Promise<void> {
     "",
     ...ratioLines,
     "",
+    ...(ledgerLines.length ? ["Mandate's ledger during saturation (one group commits at a time; from GET /metrics):", "", ...ledgerLines, ""] : []),
     "Targets (issue 24):",
     "",
     "```",
