@@ -34,9 +34,12 @@ export interface CapabilityMirror {
   restore(c: Omit<MirroredCapability, "capabilityId" | "ttlMs">, states: LiveStates): Promise<void>;
   /** Clears a consumed marker the durable store did not confirm. */
   release(organizationId: string, capabilityId: string): Promise<void>;
-  /** Mirrors a committed lifecycle change. */
+  /** Mirrors an organization's state after its lifecycle change committed in the durable store. */
   setOrganization(organizationId: string, state: string): Promise<void>;
+  /** Mirrors an agent's state after its lifecycle change committed in the durable store. */
   setAgent(organizationId: string, agentId: string, state: string): Promise<void>;
+  /** Mirrors an integration's state (as `LiveStates.integration` has it) after its change committed. */
   setIntegration(organizationId: string, integrationId: string, state: string): Promise<void>;
+  /** Closes the connection to the mirror, at shutdown. */
   close(): Promise<void>;
 }

@@ -36,7 +36,7 @@ export function apiComments(): ProtoComments {
 /**
  * Reads the comments of a FileDescriptorSet built with source info (src/gen/mandate/descriptor_set.ts).
  * protobuf-es's embedded descriptors drop source info, so the comments that document the API in
- * proto/ (CONVENTIONS 1: field comments are the API reference) are found here by the same
+ * proto/ (field comments are the API reference) are found here by the same
  * element's path in its file: the SourceCodeInfo path of descriptor.proto (message 4, nested 3,
  * field 2, enum 5, value 2, service 6, method 2).
  */

@@ -4,7 +4,7 @@ import { afterAll, describe, it } from "vitest";
 import { ALL_TRANSPORTS, CaseRunner, loadCases } from "../support/cases.js";
 
 /*
- * CONVENTIONS rule 11: the contract cases in test/cases/*.yaml, each run over
+ * The contract cases in test/cases/*.yaml, each run over
  * /v1 JSON, gRPC (HTTP/2) and the Connect protocol against one expectation.
  * Cases are independent (each run makes its own organizations), so they run concurrently.
  */

@@ -7,7 +7,7 @@ import { repoRoot } from "../support/process.js";
 import { startService, type TestService } from "../support/service.js";
 
 /*
- * CONVENTIONS rule 14: the README's quick start is executed, exactly as
+ * The README's quick start is executed, exactly as
  * written, against a running service (only localhost:8080 is pointed at it).
  */
 

@@ -484,7 +484,7 @@ describe("hostile: cross-tenant access", () => {
     // resource that takes A's ids elsewhere too) once more with B's own resource in the path.
     // Grouped by method, credential and variant: the twin is asked once, over /v1 (gRPC for a
     // method without a binding), and every route's answer must be its answer, since status and
-    // code never differ between transports (CONVENTIONS.md 7 and 11).
+    // code never differ between transports.
     interface Group {
       id: string;
       method: DescMethod;

@@ -11,7 +11,7 @@ import { bindingOf, loadMandateServices, messageFromWireJson, messageToWireJson,
 import { createTestDatabase, startService, uniqueEmail, type TestService } from "./service.js";
 
 /*
- * Contract cases as data (CONVENTIONS rule 11): each case in test/cases/*.yaml
+ * Contract cases as data: each case in test/cases/*.yaml
  * is run once over /v1 JSON and once over a gRPC client (and over the Connect
  * protocol), against the same expectation. See test/cases/README.md for the format.
  */

@@ -6,7 +6,7 @@ import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
 
 /*
  * The agents pages' calls (AgentService, and PrincipalService for the principal picker), one hook
- * per API call (CONVENTIONS.md 15). A call that changes an agent writes the agent it answers into
+ * per API call. A call that changes an agent writes the agent it answers into
  * GetAgent's cache and refreshes the list and the agent's audit trail.
  */
 

@@ -7,7 +7,7 @@ import type { KeySet } from "../evidence-signature";
 
 /*
  * The decisions and evidence pages' calls (DecisionService, EvidenceService, CapabilityService,
- * and the service's JWKS), one hook per API call (CONVENTIONS.md 15).
+ * and the service's JWKS), one hook per API call.
  */
 
 /** What the decision list asks ListDecisions for; UNSPECIFIED and "" filter nothing. */

@@ -4,7 +4,7 @@ import { AuthorityGraphService } from "../../../src/gen/mandate/v1/authority_gra
 import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
 
 /*
- * The governance page's calls (AuthorityGraphService), one hook per API call (CONVENTIONS.md 15).
+ * The governance page's calls (AuthorityGraphService), one hook per API call.
  * Each mutation refreshes what it changes: the document list, the version list, the versions.
  */
 

@@ -12,7 +12,7 @@ import { transportFor } from "./transport";
 import { probePermissions, type PermissionName } from "./permissions";
 
 /*
- * One hook per API call (CONVENTIONS.md 15), over the generated descriptors: each screen is typed
+ * One hook per API call, over the generated descriptors: each screen is typed
  * against the proto and shares TanStack Query's cache, keyed by method and input.
  */
 

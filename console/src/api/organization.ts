@@ -6,7 +6,7 @@ import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
 
 /*
  * The API keys and principals pages' calls (OrganizationService's key calls, PrincipalService),
- * one hook per API call (CONVENTIONS.md 15). ListPrincipals is usePrincipalPages (agents.ts),
+ * one hook per API call. ListPrincipals is usePrincipalPages (agents.ts),
  * shared with the agent form's principal picker. Each mutation refreshes the list it changes.
  */
 

@@ -4,7 +4,7 @@ import { AgentService } from "../../../src/gen/mandate/v1/agents_pb.js";
 import { PolicyService } from "../../../src/gen/mandate/v1/policies_pb.js";
 
 /*
- * The policies pages' calls (PolicyService), one hook per API call (CONVENTIONS.md 15). Each
+ * The policies pages' calls (PolicyService), one hook per API call. Each
  * lifecycle mutation refreshes the policy lists and policies it changes.
  */
 
