@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -107,21 +106,20 @@ def test_human_review_poll_while_a_reviewer_approves_then_from_review_capability
     decision = client.submit_intent(active.identity, "wire_transfer", resource="account:DE89-3704", context={"ticket": "FIN-7"})
     assert (decision.outcome, decision.reason, decision.status) == ("HUMAN_REVIEW", "unrecognized_action", "PENDING")
 
-    # A second thread, with its own client, approves while this one polls as the agent.
-    def approve() -> None:
-        time.sleep(0.5)
-        with MandateClient(client.base_url, api_key=org.sandbox.api_key) as reviewer:
-            reviewer.review_decision(decision.decision_id, "approved", "Checked with treasury.")
+    # The reviewer approves, with a client of its own, exactly when the poller has seen the
+    # decision PENDING and is about to wait: the next poll must find it resolved.
+    waits: list[float] = []
 
-    reviewer = threading.Thread(target=approve)
-    started = time.monotonic()
-    reviewer.start()
-    try:
+    def approve_on_first_wait(seconds: float) -> None:
+        if not waits:
+            with MandateClient(client.base_url, api_key=org.sandbox.api_key) as reviewer:
+                reviewer.review_decision(decision.decision_id, "approved", "Checked with treasury.")
+        waits.append(seconds)
+
+    with MandateClient(client.base_url, api_key=org.sandbox.api_key, sleep=approve_on_first_wait) as poller:
         # stream=False keeps this the polling path; the stream's is tested in test_events.py.
-        final = client.wait_for_resolution(decision.decision_id, timeout=20, interval=0.1, agent=active.identity, stream=False)
-    finally:
-        reviewer.join()
-    assert time.monotonic() - started >= 0.45
+        final = poller.wait_for_resolution(decision.decision_id, timeout=20, interval=0.1, agent=active.identity, stream=False)
+    assert waits == [0.1]  # one poll saw it PENDING, the next RESOLVED
     assert final.outcome == "HUMAN_REVIEW"  # never rewritten to ALLOW
     assert final.status == "RESOLVED"
     assert final.resolution is not None and final.resolution.resolution == "approved"
