@@ -5,8 +5,9 @@
 //   1. every prepared case is asked once and must get the oracle's answer, or the bench stops;
 //   2. saturation: an external load generator, 1 thread and 32 connections (wrk for HTTP/1.1
 //      JSON; for gRPC, ghz with 32 concurrent calls on one HTTP/2 connection), for
-//      PEERS_DURATION after PEERS_WARMUP; the service's CPU (its process tree) and Postgres's
-//      (the postmaster's tree) are read from /proc before and after;
+//      PEERS_DURATION after PEERS_WARMUP; the service's CPU (its process tree), Postgres's
+//      (the postmaster's tree) and the whole machine's are read from /proc before and after,
+//      and for Mandate its decision ledger's group commits from GET /metrics;
 //   3. latency at one fixed offered rate common to all systems (PEERS_RATE, by default half of
 //      Mandate /v1's saturation throughput), from the bench's open-loop generator (support.ts
 //      openLoop: latency counted from when each request was due, so a stall is not hidden);
@@ -39,7 +40,7 @@ import {
   type SignedIntent,
 } from "../support.js";
 import { actingPrincipals, CERBOS_PATH, cerbosAllowed, cerbosBody, expected, OPA_PATH, opaBody, peerCases, type PeerCase } from "./policy.js";
-import { CERBOS_BIN, peakRssMiB, postmasterPid, setUpMandateOrg, signCase, startCerbos, startOpa, treeCpuSeconds, type PeerServer } from "./systems.js";
+import { CERBOS_BIN, machineCpuTicks, peakRssMiB, postmasterPid, setUpMandateOrg, signCase, startCerbos, startOpa, treeCpuSeconds, type PeerServer } from "./systems.js";
 
 const run = promisify(execFile);
 
@@ -88,6 +89,8 @@ interface SystemResult {
   saturation: { perSecond: number; decisions: number; failed: number; seconds: number; p50Ms: number; p99Ms: number };
   atRate: { rate: number; p50Ms: number; p99Ms: number; maxMs: number; ok: number; failed: number; saturated: boolean };
   cpuSecondsPer1000: { service: number; postgres: number | null };
+  /** How busy the whole machine's CPUs were during the saturation run (load generator included), 0-100. */
+  machineBusyPercent: number;
   peakRssMiB: number;
   /** Mandate: the decision ledger's groups during the saturation run (from /metrics). */
   ledger?: LedgerFigures;
@@ -201,12 +204,15 @@ async function measure(
 
   await drive.saturate(await drive.bodies(WARMUP), WARMUP);
   const file = await drive.bodies(DURATION);
+  const machine0 = machineCpuTicks();
   const cpu0 = treeCpuSeconds(server.pid);
   const pg0 = pgPid === null ? 0 : treeCpuSeconds(pgPid);
   const ledger0 = system.startsWith("mandate-") ? await ledgerTotals(server.baseUrl) : null;
   const sat = await drive.saturate(file, DURATION);
   const cpu = treeCpuSeconds(server.pid) - cpu0;
   const pg = pgPid === null ? null : treeCpuSeconds(pgPid) - pg0;
+  const machine1 = machineCpuTicks();
+  const machineBusyPercent = ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100;
   let ledger: LedgerFigures | undefined;
   if (ledger0) {
     const t = await ledgerTotals(server.baseUrl);
@@ -225,13 +231,14 @@ async function measure(
     saturation: { perSecond, decisions: sat.decisions, failed: sat.failed, seconds: sat.seconds, p50Ms: sat.p50Ms, p99Ms: sat.p99Ms },
     atRate: { rate, p50Ms: fixed.latency.p50, p99Ms: fixed.latency.p99, maxMs: fixed.latency.max, ok: fixed.ok, failed: fixed.failed, saturated: fixed.saturated },
     cpuSecondsPer1000: { service: (cpu / sat.decisions) * 1000, postgres: pg === null ? null : (pg / sat.decisions) * 1000 },
+    machineBusyPercent,
     peakRssMiB: peakRssMiB(server.pid),
     ...(ledger && { ledger }),
     failures: [...sat.failures, ...fixed.failures.slice(0, 3)],
   };
   const f = result;
   console.log(
-    `  ${system}: ${fmt(f.saturation.perSecond)}/s saturated (p50 ${fmt(f.saturation.p50Ms, 2)} ms, p99 ${fmt(f.saturation.p99Ms, 2)} ms); at ${fmt(rate)}/s p50 ${fmt(f.atRate.p50Ms, 2)} ms, p99 ${fmt(f.atRate.p99Ms, 2)} ms${f.atRate.saturated ? " [fell behind]" : ""}; CPU s per 1,000: service ${fmt(f.cpuSecondsPer1000.service, 3)}, Postgres ${f.cpuSecondsPer1000.postgres === null ? "—" : fmt(f.cpuSecondsPer1000.postgres, 3)}; peak RSS ${fmt(f.peakRssMiB, 1)} MiB${f.ledger ? `; decision groups ${fmt(f.ledger.groupsPerSecond)}/s, mean ${fmt(f.ledger.meanGroupSize, 1)} decisions, ${fmt(f.ledger.meanCommitMs, 2)} ms each` : ""}${f.saturation.failed + f.atRate.failed ? `; FAILED ${f.saturation.failed + f.atRate.failed} (${f.failures[0]})` : ""}`,
+    `  ${system}: ${fmt(f.saturation.perSecond)}/s saturated (p50 ${fmt(f.saturation.p50Ms, 2)} ms, p99 ${fmt(f.saturation.p99Ms, 2)} ms); at ${fmt(rate)}/s p50 ${fmt(f.atRate.p50Ms, 2)} ms, p99 ${fmt(f.atRate.p99Ms, 2)} ms${f.atRate.saturated ? " [fell behind]" : ""}; CPU s per 1,000: service ${fmt(f.cpuSecondsPer1000.service, 3)}, Postgres ${f.cpuSecondsPer1000.postgres === null ? "—" : fmt(f.cpuSecondsPer1000.postgres, 3)}; machine ${fmt(f.machineBusyPercent)}% busy; peak RSS ${fmt(f.peakRssMiB, 1)} MiB${f.ledger ? `; decision groups ${fmt(f.ledger.groupsPerSecond)}/s, mean ${fmt(f.ledger.meanGroupSize, 1)} decisions, ${fmt(f.ledger.meanCommitMs, 2)} ms each` : ""}${f.saturation.failed + f.atRate.failed ? `; FAILED ${f.saturation.failed + f.atRate.failed} (${f.failures[0]})` : ""}`,
   );
   return result;
 }
@@ -363,11 +370,11 @@ async function report(all: SystemResult[]): Promise<void> {
     }
   const n2 = (x: number | null, d = 2) => (x === null ? "—" : fmt(x, d));
   const table = [
-    `| system | decisions/s (saturated) | p50 / p99 saturated | p50 / p99 at ${fmt(rate ?? NaN)}/s | CPU s per 1,000: service | Postgres | peak RSS | failed |`,
-    "|---|---|---|---|---|---|---|---|",
+    `| system | decisions/s (saturated) | p50 / p99 saturated | p50 / p99 at ${fmt(rate ?? NaN)}/s | CPU s per 1,000: service | Postgres | machine busy | peak RSS | failed |`,
+    "|---|---|---|---|---|---|---|---|---|",
     ...all.map(
       (r) =>
-        `| ${r.label} | ${fmt(r.saturation.perSecond)} | ${n2(r.saturation.p50Ms)} / ${n2(r.saturation.p99Ms)} ms | ${n2(r.atRate.p50Ms)} / ${n2(r.atRate.p99Ms)} ms${r.atRate.saturated ? " (fell behind)" : ""} | ${n2(r.cpuSecondsPer1000.service, 3)} | ${n2(r.cpuSecondsPer1000.postgres, 3)} | ${fmt(r.peakRssMiB, 1)} MiB | ${fmt(r.saturation.failed + r.atRate.failed)} |`,
+        `| ${r.label} | ${fmt(r.saturation.perSecond)} | ${n2(r.saturation.p50Ms)} / ${n2(r.saturation.p99Ms)} ms | ${n2(r.atRate.p50Ms)} / ${n2(r.atRate.p99Ms)} ms${r.atRate.saturated ? " (fell behind)" : ""} | ${n2(r.cpuSecondsPer1000.service, 3)} | ${n2(r.cpuSecondsPer1000.postgres, 3)} | ${fmt(r.machineBusyPercent)}% | ${fmt(r.peakRssMiB, 1)} MiB | ${fmt(r.saturation.failed + r.atRate.failed)} |`,
     ),
   ];
   const ratioLines = ratios.map(

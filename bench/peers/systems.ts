@@ -44,6 +44,13 @@ export function treeCpuSeconds(root: number): number {
   return total / 100;
 }
 
+/** The machine's CPU time so far from /proc/stat, in clock ticks: busy (all but idle and iowait) and total. */
+export function machineCpuTicks(): { busy: number; total: number } {
+  const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  return { busy: total - fields[3]! - fields[4]!, total };
+}
+
 /** Peak resident set size (VmHWM) of one process, in MiB. */
 export function peakRssMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
