@@ -49,7 +49,8 @@ afterAll(async () => {
 });
 
 let n = 0;
-const unique = (prefix: string) => `${prefix}_${++n}_${Date.now().toString(36)}`;
+// Zero-padded, so ids made in order also sort in order (the tie-break of rows made in the same millisecond).
+const unique = (prefix: string) => `${prefix}_${String(++n).padStart(6, "0")}_${Date.now().toString(36)}`;
 const version = (organizationId: string, policyKey: string, author = "alice") => ({
   organization_id: organizationId,
   policy_key: policyKey,
