@@ -127,9 +127,20 @@ describe("OrganizationStore (Postgres)", () => {
 
   it("hands admit the sandbox counts as they stand before the signup, writes nothing when admit refuses, and serializes concurrent signups so a cap holds", async () => {
     const signup = (fields: Partial<SandboxSignup> = {}): SandboxSignup => ({ email: `${newId("dev")}@example.com`, client_address: `203.0.113.${randomBytes(1)[0]}:${newId("a")}`, ...fields });
-    const sandbox = async (s: SandboxSignup, admit: (c: SandboxCounts) => void) => {
+    const sandbox = async (s: SandboxSignup, admit: (c: SandboxCounts) => void, key: Partial<NewApiKey> = {}) => {
       const o = newOrg({ sandbox: true, name: "Sandbox" });
-      return { o, result: store.createSandbox(o, newKey(o.organization_id), policy, s, admit) };
+      return { o, result: store.createSandbox(o, newKey(o.organization_id, key), policy, s, admit) };
+    };
+    /** The counts a signup would be admitted on, read by a signup that is then refused. */
+    const counts = async (s: SandboxSignup): Promise<SandboxCounts> => {
+      let seen: SandboxCounts | undefined;
+      const refused = new Error("only counting");
+      const attempt = await sandbox(s, (c) => {
+        seen = c;
+        throw refused;
+      });
+      await expect(attempt.result).rejects.toBe(refused);
+      return seen!;
     };
     const seen: SandboxCounts[] = [];
     const first = signup();
@@ -156,6 +167,12 @@ describe("OrganizationStore (Postgres)", () => {
     await expect(refused.result).rejects.toBe(refusal);
     expect(await store.get(refused.o.organization_id)).toBeNull();
     expect(await policies.head(refused.o.organization_id)).toBeNull();
+    // Admitted, then the key collides: the signup goes with the rest (the next one counts none more).
+    const { secret: taken } = await organization();
+    const collided = await sandbox(first, () => undefined, { secret_sha256: taken });
+    await expect(collided.result).rejects.toBeInstanceOf(CollisionError);
+    expect(await store.get(collided.o.organization_id)).toBeNull();
+    expect(await counts(first)).toMatchObject({ total: total + 3, byAddressLastHour: 2, byEmailLastDay: 2 });
 
     // Six at once against a cap of three more: each counts the others that committed before it.
     const cap = total + 6;
@@ -169,12 +186,7 @@ describe("OrganizationStore (Postgres)", () => {
     const settled = await Promise.allSettled(racing.map((r) => r.result));
     expect(settled.filter((s) => s.status === "fulfilled")).toHaveLength(3);
     expect(settled.filter((s) => s.status === "rejected").map((s) => (s as PromiseRejectedResult).reason.message)).toEqual(["full", "full", "full"]);
-    let after: SandboxCounts | undefined;
-    await (await sandbox(signup(), (c) => {
-      after = c;
-      throw new Error("only counting");
-    })).result.catch(() => undefined);
-    expect(after!.total).toBe(cap);
+    expect((await counts(signup())).total).toBe(cap);
   });
 
   it("changes state under lock with its evidence about the organization: concurrent changes each see the last one's result; a refusing step, unstorable evidence or an unknown organization writes nothing", async () => {
