@@ -7,6 +7,7 @@ import { createDatabase, type Database } from "../../src/storage/postgres/databa
 import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
 import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
+import { intentDoc, newAgent, newOrgFixture, signBody, submitIntent } from "../support/agents.js";
 import { createTestDatabase, startService } from "../support/service.js";
 import { deferred } from "../support/wait.js";
 
@@ -28,6 +29,8 @@ let db: Database;
 let store: PolicyStore;
 let evidence: EvidenceStore;
 const orgs: string[] = [];
+/** An organization that made one decision, evaluated with its initial head's bundle. */
+let decided: string;
 
 beforeAll(async () => {
   const url = await createTestDatabase("policy_store");
@@ -35,6 +38,11 @@ beforeAll(async () => {
   const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
   try {
     for (let i = 0; i < 8; i++) orgs.push((await svc.newOrg()).organizationId);
+    const org = await newOrgFixture(svc);
+    const agent = await newAgent(svc, org);
+    const res = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId)));
+    if (res.body.outcome !== "ALLOW") throw new Error(`intent: ${res.status} ${JSON.stringify(res.body)}`);
+    decided = org.organizationId;
   } finally {
     await svc.close();
   }
@@ -109,6 +117,18 @@ describe("PostgresPolicyStore: bundles and heads", () => {
     expect(await store.organizationBundle(b, first.head.bundle_digest)).toBeNull();
     expect(await store.organizationBundle(b, second.head.bundle_digest)).toBeNull();
     expect(await store.organizationBundle(a, unique("sha256:none"))).toBeNull();
+  });
+
+  it("serves a former head's bundle to an organization that made decisions with it, not to one that only had it as its head", async () => {
+    const c = orgs[7]!;
+    const initial = (await store.head(decided))!.bundle_digest;
+    // Every organization starts on the same compiled bundle.
+    expect((await store.head(c))!.bundle_digest).toBe(initial);
+    await publishedPolicy(decided);
+    await publishedPolicy(c);
+    expect((await store.head(decided))!.bundle_digest).not.toBe(initial);
+    expect((await store.organizationBundle(decided, initial))!.equals((await store.bundle(initial))!)).toBe(true);
+    expect(await store.organizationBundle(c, initial)).toBeNull();
   });
 });
 
