@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { newId } from "../../src/domain/ids.js";
@@ -14,19 +14,20 @@ import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresExecutionStore } from "../../src/storage/postgres/execution.js";
 import { PostgresLedger } from "../../src/storage/postgres/ledger.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
-import { decide } from "../e2e/capabilities-support.js";
 import { newAgent, newAgentKey, newApiKey, newOrgFixture, type OrgFixture, type TestAgent } from "../support/agents.js";
+import { draftDecision } from "../support/decisions.js";
 import { createTestDatabase, startService, type TestService } from "../support/service.js";
 
 /*
  * The DecisionStore contract (src/storage/decisions.ts) on real Postgres: reads scoped to their
  * organization (get with the latest reconciliation, getMany one entry per key in order without
  * one, byNonce per agent), the review queue newest first with its filters and a strict keyset
- * position, the latest evaluated decisions with their recorded input (never a suspended agent's),
- * the Intent path's contexts one per lookup in order, and review steps that are atomic (a refused
+ * position, the Intent path's contexts one per lookup in order, and review steps that are atomic (a refused
  * step writes nothing), serialised on the decision (concurrent steps each see the one before),
  * appended to the evidence chain with the change, and NotFoundError outside the organization.
- * Decisions are recorded through the Ledger and through a service on this suite's own database.
+ * Decisions are recorded through the Ledger; organizations, agents and an integration come from a
+ * service on this suite's own database.
+ * recordedEvaluations has its suite in recorded-evaluations.test.ts.
  */
 
 let svc: TestService;
@@ -63,27 +64,7 @@ afterAll(async () => {
 
 /** Records through the Ledger a decision of `agent` on its organization's policy head (ALLOW reference_noop unless `fields` say otherwise). */
 async function record(agent: TestAgent, fields: Partial<NewDecision> = {}): Promise<NewDecision> {
-  const head = (await policies.head(agent.org.organizationId))!;
-  const nonce = randomUUID();
-  const decision: Omit<NewDecision, "evidence_id"> = {
-    decision_id: newId("dec"),
-    organization_id: agent.org.organizationId,
-    agent_id: agent.agentId,
-    nonce,
-    body_sha256: createHash("sha256").update(nonce).digest(),
-    intent: { agent_id: agent.agentId, action: "reference_noop", nonce },
-    action: "reference_noop",
-    outcome: "ALLOW",
-    reason: "reference_noop_allowed",
-    status: null,
-    policy_versions: head.policy_versions,
-    graph_version: head.graph_version,
-    bundle_digest: head.bundle_digest,
-    integration_id: null,
-    contract_version: null,
-    evaluated_at: new Date(),
-    ...fields,
-  };
+  const decision = await draftDecision(policies, agent, fields);
   const result = await ledger.recordDecision({ decision, payload: { decision_id: decision.decision_id }, certificateId: agent.certificateId, ifSuspended: null });
   if (!("recorded" in result)) throw new Error(`the ledger refused: ${JSON.stringify(result)}`);
   return { ...decision, evidence_id: result.evidenceId };
@@ -168,34 +149,6 @@ describe("PostgresDecisionStore: reads", () => {
     }
     expect(walked).toEqual(newestFirst);
     expect(await store.list(orgB.organizationId, { ...all, agentId: x.agentId })).toEqual([]);
-  });
-
-  it("reads the latest evaluated decisions with their recorded input, newest first, never a suspended agent's", async () => {
-    const org = await newOrgFixture(svc);
-    const [agent, held] = await Promise.all([newAgent(svc, org), newAgent(svc, org, "suspended")]);
-    const evaluated = await decide(svc, agent);
-    const suspended = await decide(svc, held);
-    expect(suspended).toMatchObject({ outcome: "HUMAN_REVIEW", reason: "agent_suspended" });
-    // Recorded with no input beside the Intent (as records written before evidence held it).
-    const bare = await record(agent, { evaluated_at: new Date(Date.now() + 60_000) });
-    const got = await store.recordedEvaluations(org.organizationId, 10);
-    expect(got.map((e) => e.decision_id)).toEqual([bare.decision_id, evaluated.decision_id]);
-    const acting = { principal_id: org.principalId, kind: "person", external_ref: expect.stringMatching(/^pat-/) };
-    expect(got[0]).toEqual({
-      decision_id: bare.decision_id,
-      outcome: "ALLOW",
-      reason: "reference_noop_allowed",
-      intent: bare.intent,
-      evaluated_at: bare.evaluated_at,
-      now: null,
-      agent: null,
-      principal: null,
-      acting_principal: acting,
-    });
-    const stored = (await store.get(org.organizationId, evaluated.decision_id))!;
-    expect(got[1]).toMatchObject({ outcome: "ALLOW", intent: stored.intent, evaluated_at: stored.evaluated_at, agent: { agent_id: agent.agentId, state: "active" }, principal: acting, acting_principal: acting });
-    expect(got[1]!.now).toEqual(expect.any(String));
-    expect((await store.recordedEvaluations(org.organizationId, 1)).map((e) => e.decision_id)).toEqual([bare.decision_id]);
   });
 
   it("reads the Intent path's contexts, one per lookup in order, null for an unknown certificate", async () => {

@@ -1,4 +1,3 @@
-import { createHash, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { newId } from "../../src/domain/ids.js";
@@ -15,6 +14,7 @@ import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresLedger } from "../../src/storage/postgres/ledger.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
 import { newAgent, newOrgFixture, type OrgFixture, type TestAgent } from "../support/agents.js";
+import { draftDecision } from "../support/decisions.js";
 import { sharedDatabaseUrl, startService, type TestService } from "../support/service.js";
 
 /*
@@ -55,28 +55,7 @@ afterAll(async () => {
 
 /** A decision of `agent` evaluated on its organization's current policy head (ALLOW `reference_noop`). */
 async function draft(agent: TestAgent, fields: Partial<NewDecision> = {}): Promise<DecisionToRecord> {
-  const head = await policies.head(agent.org.organizationId);
-  if (!head) throw new Error("the organization has no policy head");
-  const nonce = randomUUID();
-  const decision: Omit<NewDecision, "evidence_id"> = {
-    decision_id: newId("dec"),
-    organization_id: agent.org.organizationId,
-    agent_id: agent.agentId,
-    nonce,
-    body_sha256: createHash("sha256").update(nonce).digest(),
-    intent: { agent_id: agent.agentId, action: "reference_noop", nonce },
-    action: "reference_noop",
-    outcome: "ALLOW",
-    reason: "reference_noop_allowed",
-    status: null,
-    policy_versions: head.policy_versions,
-    graph_version: head.graph_version,
-    bundle_digest: head.bundle_digest,
-    integration_id: null,
-    contract_version: null,
-    evaluated_at: new Date(),
-    ...fields,
-  };
+  const decision = await draftDecision(policies, agent, fields);
   const suspended = { ...decision, outcome: "HUMAN_REVIEW" as const, reason: "agent_suspended", status: "PENDING" as const, policy_versions: {}, graph_version: 0, bundle_digest: "" };
   return {
     decision,
