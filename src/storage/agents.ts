@@ -127,7 +127,8 @@ export interface AgentStore {
    * certificate by a new one for the key it returns (the old one stops verifying at once) and
    * stores its evidence record. Returns the agent as changed. Throws NotFoundError when the
    * organization has no such agent; throws CollisionError when the new key is already held by a
-   * certificate (key `certificates_public_key_key`).
+   * certificate (key `certificates_public_key_key`; another key only on a certificate id
+   * collision).
    */
   rotateKey(organizationId: string, agentId: string, step: (current: AgentRow) => KeyRotation): Promise<AgentRow>;
 

@@ -69,7 +69,9 @@ export interface OrganizationStore {
   /**
    * Creates an organization with its first API key and its first policy (installed active, the
    * organization's head pointing at its bundle), all in one transaction; returns the
-   * organization and the key. Throws CollisionError when an id or the key's secret hash is taken.
+   * organization and the key. `key` must be the new organization's and `policy`'s bundle already
+   * stored (NotFoundError otherwise). Throws CollisionError when an id or the key's secret hash is
+   * taken.
    */
   create(org: NewOrganization, key: NewApiKey, policy: InitialPolicy): Promise<{ org: OrganizationRow; key: ApiKeyRow }>;
 
@@ -97,7 +99,7 @@ export interface OrganizationStore {
    */
   changeState(organizationId: string, step: (current: OrganizationRow) => OrganizationStateChange): Promise<OrganizationRow>;
 
-  /** Creates an API key; returns it. Throws CollisionError when its id or secret hash is taken. */
+  /** Creates an API key; returns it. Throws CollisionError when its id or secret hash is taken, NotFoundError when its organization does not exist. */
   createKey(key: NewApiKey): Promise<ApiKeyRow>;
 
   /**

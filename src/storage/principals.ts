@@ -18,7 +18,8 @@ export interface PrincipalStore {
   /**
    * Creates a principal; returns it. Throws CollisionError (key
    * `principals_organization_id_external_ref_key`) when the organization already has a
-   * principal with that external_ref.
+   * principal with that external_ref (another key only on an id collision), NotFoundError when
+   * the organization does not exist.
    */
   create(principal: NewPrincipal): Promise<PrincipalRow>;
 

@@ -229,7 +229,7 @@ describe("OrganizationStore (Postgres)", () => {
     expect(froms).toEqual(["active", "suspended", "active", "suspended", "active", "suspended"]);
   });
 
-  it("creates keys (CollisionError on a taken id or secret hash); liveKeys answers one entry per hash in order with the organization's state now, null for unknown or revoked", async () => {
+  it("creates keys (CollisionError on a taken id or secret hash, NotFoundError for an unknown organization); liveKeys answers one entry per hash in order with the organization's state now, null for unknown or revoked", async () => {
     const { org, key, secret: first } = await organization();
     const other = await organization();
     const id = org.organization_id;
@@ -240,6 +240,7 @@ describe("OrganizationStore (Postgres)", () => {
       await expect(store.createKey(taken)).rejects.toBeInstanceOf(CollisionError);
     }
     expect(await store.listKeys(id)).toHaveLength(2);
+    await expect(store.createKey(newKey(newId("org")))).rejects.toBeInstanceOf(NotFoundError);
 
     const unknown = secret();
     expect(await store.liveKeys([])).toEqual([]);

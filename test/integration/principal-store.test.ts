@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "../../src/domain/ids.js";
-import { CollisionError } from "../../src/storage/errors.js";
+import { CollisionError, NotFoundError } from "../../src/storage/errors.js";
 import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
 import { PostgresPrincipalStore } from "../../src/storage/postgres/principals.js";
 import type { NewPrincipal, PrincipalRow, PrincipalStore } from "../../src/storage/principals.js";
@@ -48,7 +48,7 @@ const draft = (organizationId: string, fields: Partial<NewPrincipal> = {}): NewP
 const byPosition = (a: PrincipalRow, b: PrincipalRow) => a.created_at.getTime() - b.created_at.getTime() || (a.principal_id < b.principal_id ? -1 : 1);
 
 describe("PrincipalStore (Postgres)", () => {
-  it("creates principals of every kind and returns them as stored; get serves one only to its organization", async () => {
+  it("creates principals of every kind and returns them as stored (NotFoundError for an unknown organization); get serves one only to its organization", async () => {
     const [org, other] = [orgs[0]!, orgs[1]!];
     for (const kind of ["person", "role", "org_unit", "service"] as const) {
       const p = draft(org, { kind, display_name: `a ${kind}` });
@@ -60,6 +60,7 @@ describe("PrincipalStore (Postgres)", () => {
     const anonymous = await store.create(draft(org, { external_ref: null }));
     expect(anonymous.external_ref).toBeNull();
     expect(await store.get(org, newId("prn"))).toBeNull();
+    await expect(store.create(draft(newId("org")))).rejects.toBeInstanceOf(NotFoundError);
   });
 
   it("keeps one external_ref per organization: a second is a CollisionError that stores nothing, whoever races; other organizations and principals without one are free", async () => {

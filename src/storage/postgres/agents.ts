@@ -6,7 +6,9 @@ import type { Database, Queryable } from "./database.js";
 import type { EvidenceChain } from "./evidence-chain.js";
 
 const SELECT_AGENT = `
-  SELECT a.*, c.certificate_id FROM agents a
+  SELECT a.agent_id, a.organization_id, a.name, a.acting_for_principal_id, a.public_key, a.owner, a.business_unit,
+         a.environment, a.state, a.created_at, a.updated_at, a.last_heartbeat_at, c.certificate_id
+    FROM agents a
   JOIN LATERAL (SELECT certificate_id FROM certificates c WHERE c.agent_id = a.agent_id
                 ORDER BY (c.state = 'active') DESC, c.created_at DESC LIMIT 1) c ON true`;
 

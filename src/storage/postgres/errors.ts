@@ -1,4 +1,4 @@
-import { CollisionError, ConflictError, UnavailableError, UnstorableValueError } from "../errors.js";
+import { CollisionError, ConflictError, NotFoundError, UnavailableError, UnstorableValueError } from "../errors.js";
 
 /** SQLSTATEs after which the whole transaction may be tried again: serialization failure, deadlock. */
 const RETRYABLE = new Set(["40001", "40P01"]);
@@ -28,6 +28,8 @@ export function fromPg(err: unknown): unknown {
   const e = err as { code?: string; constraint?: string; message?: string } | null;
   const code = e?.code;
   if (code === "23505") return new CollisionError(e!.constraint ?? "unique");
+  // A foreign key names a row that does not exist (an unknown organization, say).
+  if (code === "23503") return new NotFoundError(e!.constraint ?? "referenced row");
   if (code !== undefined && RETRYABLE.has(code)) return new ConflictError();
   // 22P05: untranslatable character (U+0000 in jsonb); 22021: invalid byte sequence for the encoding.
   if (code === "22P05" || code === "22021") return new UnstorableValueError();
