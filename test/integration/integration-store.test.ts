@@ -15,7 +15,7 @@ import { createTestDatabase, startService } from "../support/service.js";
  * created with every action claimed or not at all (CollisionError `integration_actions_pkey`,
  * one winner among concurrent claims, the same action free in another organization); lists
  * scoped to the organization, oldest first; contract versions numbered after the highest under
- * the integration's lock, one active at a time; adapters refused on a taken public key
+ * the integration's lock, one active at a time (also under concurrent approvals); adapters refused on a taken public key
  * (CollisionError `adapters_public_key_key`) and found by id alone; every change that leaves
  * evidence writes both or neither, with `step` handed the row under lock and nothing written
  * when it throws; NotFoundError for another organization's rows.
@@ -190,6 +190,20 @@ describe("PostgresIntegrationStore: contracts", () => {
     await expect(store.approveContract(b, i.integration_id, 1, step)).rejects.toBeInstanceOf(NotFoundError);
     await expect(store.approveContract(a, i.integration_id, 3, step)).rejects.toBeInstanceOf(NotFoundError);
     expect((await records(a)).length).toBe(before + 2);
+  });
+  it("keeps one active version under concurrent approvals, each approval stored with its evidence or not at all", async () => {
+    const a = orgs[3]!;
+    const i = integration(a, [`cc_${n}`]);
+    await store.create(i);
+    for (let v = 0; v < 3; v++) await store.proposeContract(a, contract(i.integration_id));
+    const before = (await records(a)).length;
+    const results = await Promise.allSettled([1, 2, 3].map((v) => store.approveContract(a, i.integration_id, v, () => ({ approver: "bob", evidence: entry(a, "contract.approved", `${i.integration_id}/${v}`) }))));
+    const approved = results.flatMap((r, k) => (r.status === "fulfilled" ? [`${i.integration_id}/${k + 1}`] : []));
+    expect(approved.length).toBeGreaterThanOrEqual(1);
+    const states = (await store.contracts([i.integration_id])).map((c) => c.state);
+    expect(states.filter((s) => s === "active")).toHaveLength(1);
+    expect(states.filter((s) => s !== "proposed")).toHaveLength(approved.length);
+    expect((await records(a)).slice(before).map((r) => r.subject_id).sort()).toEqual(approved.sort());
   });
 });
 

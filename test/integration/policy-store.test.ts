@@ -16,7 +16,8 @@ import { deferred } from "../support/wait.js";
  * their digest and served to an organization only when it used them; policies and versions
  * numbered under a lock (concurrent adds never collide), a taken key refused with CollisionError,
  * NotFoundError for another organization's rows; a version's state changed only as `step` says,
- * nothing written when it refuses; a publication (of a version or a graph) that stores bundle,
+ * nothing written when it refuses, concurrent changes each handed the version as the last left it
+ * (one approval, one publication, one application of a pending change wins); a publication (of a version or a graph) that stores bundle,
  * head, version states and one evidence record together or nothing at all, with publications of
  * one organization serialized on its head (the second is built from what the first published);
  * four-eyes rollback and disable: one pending change per policy (CollisionError
@@ -196,6 +197,75 @@ describe("PostgresPolicyStore: policies and versions", () => {
     expect((await store.versions(a, key))[0]).toMatchObject({ state: "approved", approver: "bob" });
     await expect(store.changeVersion(a, key, 2, () => ({ state: "approved", approver: null }))).rejects.toBeInstanceOf(NotFoundError);
     await expect(store.changeVersion(b, key, 1, () => ({ state: "approved", approver: null }))).rejects.toBeInstanceOf(NotFoundError);
+  });
+});
+
+describe("PostgresPolicyStore: changes under lock", () => {
+  it("hands concurrent changes of one version the version as the previous one left it: one approval wins", async () => {
+    const a = orgs[3]!;
+    const key = unique("p");
+    await store.createPolicy("", version(a, key));
+    await store.changeVersion(a, key, 1, () => ({ state: "in_review", approver: null }));
+    const seen: string[] = [];
+    const results = await Promise.allSettled(
+      ["bob", "carol", "dave"].map((approver) =>
+        store.changeVersion(a, key, 1, (current) => {
+          seen.push(current.state);
+          if (current.state !== "in_review") throw new Error(`already ${current.state}`);
+          return { state: "approved", approver };
+        }),
+      ),
+    );
+    const won = results.filter((r) => r.status === "fulfilled");
+    expect(won).toHaveLength(1);
+    expect(seen.sort()).toEqual(["approved", "approved", "in_review"]);
+    const winner = (won[0] as PromiseFulfilledResult<{ approver: string | null }>).value.approver;
+    expect((await store.versions(a, key))[0]).toMatchObject({ state: "approved", approver: winner });
+  });
+
+  it("hands concurrent publications of one version the version as the first left it: one publishes", async () => {
+    const a = orgs[3]!;
+    const key = unique("p");
+    await store.createPolicy("", version(a, key));
+    await store.changeVersion(a, key, 1, () => ({ state: "approved", approver: "bob" }));
+    const before = (await records(a)).length;
+    const results = await Promise.allSettled(
+      Array.from({ length: 3 }, () =>
+        store.publishVersion(a, key, 1, async (target) => {
+          if (target.state !== "approved") throw new Error(`already ${target.state}`);
+          return publication({ [key]: 1 });
+        }),
+      ),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected", "rejected"]);
+    for (const r of results) if (r.status === "rejected") expect((r.reason as Error).message).toBe("already active");
+    expect((await records(a)).length).toBe(before + 1);
+  });
+
+  it("hands concurrent approvals of one pending change the basis the first left: one applies, the other finds nothing pending", async () => {
+    const a = orgs[3]!;
+    const key = unique("p");
+    await store.createPolicy("", version(a, key));
+    await store.addVersion(version(a, key));
+    await store.publishVersion(a, key, 1, async () => publication({ [key]: 1 }));
+    await store.publishVersion(a, key, 2, async () => publication({ [key]: 2 }));
+    await store.changePolicy(a, key, async (basis) => ({
+      step: "request",
+      change: { change_id: unique("pch"), organization_id: a, policy_key: key, kind: "rollback", from_version: 2, to_version: basis.previous!.version, requested_by: "alice", note: "" },
+    }));
+    const before = (await records(a)).length;
+    const results = await Promise.allSettled(
+      ["bob", "carol"].map((approver) =>
+        store.changePolicy(a, key, async (basis) => {
+          if (!basis.pending) throw new Error("nothing pending");
+          return { step: "apply", approvedBy: approver, publication: publication({ [key]: 1 }, 0, "policy.rolled_back") };
+        }),
+      ),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"]);
+    expect(((results.find((r) => r.status === "rejected") as PromiseRejectedResult).reason as Error).message).toBe("nothing pending");
+    expect((await store.versions(a, key)).map((v) => v.state)).toEqual(["active", "superseded"]);
+    expect((await records(a)).slice(before).map((r) => r.kind)).toEqual(["policy.rolled_back"]);
   });
 });
 
