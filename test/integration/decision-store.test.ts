@@ -182,6 +182,16 @@ describe("PostgresDecisionStore: reads", () => {
     expect(await store.intentContexts([])).toEqual([]);
   });
 
+  it("reads the signer's and its organization's live states into the context: a revoked certificate, a suspended organization", async () => {
+    const org = await newOrgFixture(svc);
+    const [revoked, agent] = await Promise.all([newAgent(svc, org, "revoked"), newAgent(svc, org)]);
+    const lookup = (a: TestAgent) => ({ certificateId: a.certificateId, nonce: randomUUID(), action: "reference_noop" });
+    expect(await store.intentContexts([lookup(revoked)])).toEqual([expect.objectContaining({ cert_state: "revoked", agent_state: "revoked", organization_state: "active" })]);
+    const res = await svc.v1("POST", `/v1/organizations/${org.organizationId}/suspend`, { headers: { "x-service-operator-key": svc.operatorKey! }, body: {} });
+    expect(res.status).toBe(200);
+    expect(await store.intentContexts([lookup(agent)])).toEqual([expect.objectContaining({ cert_state: "active", agent_state: "active", organization_state: "suspended" })]);
+  });
+
   it("reads the active integration contract covering an Intent's action into its context", async () => {
     const org = await newOrgFixture(svc);
     const agent = await newAgent(svc, org);
