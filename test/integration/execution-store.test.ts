@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EvidenceLog } from "../../src/domain/evidence-log.js";
-import { CollisionError, UnstorableValueError } from "../../src/storage/errors.js";
+import { CollisionError, UnavailableError, UnstorableValueError } from "../../src/storage/errors.js";
 import type { EvidenceEntry, EvidenceStore } from "../../src/storage/evidence.js";
 import type { AdapterReportRow, ExecutionStore, ReceiptRow } from "../../src/storage/execution.js";
 import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
@@ -22,7 +22,7 @@ import { createTestDatabase, startService, type TestService } from "../support/s
  * reconciliations stored with their evidence or neither.
  * And the OperationalReadings contract (src/storage/readings.ts), folded in here because it is two
  * figures read over the whole database: this suite's database holds exactly the pending reviews
- * and webhook deliveries it made.
+ * and webhook deliveries it made; a database that cannot answer is a storage error.
  */
 
 let db: Database;
@@ -30,6 +30,7 @@ let store: ExecutionStore;
 let readings: OperationalReadings;
 let evidence: EvidenceStore;
 let chain: EvidenceChain;
+let url: string;
 
 /** One organization's rows that receipts and reports refer to, made through the API. */
 interface Fixture {
@@ -59,7 +60,7 @@ async function fixture(svc: TestService): Promise<Fixture> {
 }
 
 beforeAll(async () => {
-  const url = await createTestDatabase("execution_store");
+  url = await createTestDatabase("execution_store");
   // The service migrates the database and makes the organizations, decisions, capabilities and adapters, then leaves.
   const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
   db = createDatabase(url, 8);
@@ -222,6 +223,14 @@ describe("PostgresOperationalReadings", () => {
     // This database's only pending review is the suspended agent's; the ALLOW decisions are not.
     expect(pendingAround).toEqual([0, 1]);
     expect(await readings.pendingReviews()).toBe(1);
+  });
+
+  it("rejects with a storage error when the database cannot answer", async () => {
+    const closed = createDatabase(url, 1);
+    await closed.close();
+    const cut = new PostgresOperationalReadings(closed);
+    await expect(cut.pendingReviews()).rejects.toBeInstanceOf(UnavailableError);
+    await expect(cut.webhookDeliveryLagSeconds()).rejects.toBeInstanceOf(UnavailableError);
   });
 
   it("reads 0 while no pending delivery is due, then how long the most overdue one has been due", async () => {
