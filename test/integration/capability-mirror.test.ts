@@ -12,7 +12,7 @@ import { waitFor, within } from "../support/wait.js";
  * (the integration's only when one is bound), INACTIVE when one is not active, the consumed marker
  * set once among concurrent consumes and kept for its lifetime, release clearing it, restore and
  * the set* calls taking effect, organizations not sharing states or markers, everything lost on a
- * flush (MISS again), and calls that fail within a short deadline, never hang, when the mirror
+ * flush or a restart (MISS again, once it reconnects), and calls that fail within a short deadline, never hang, when the mirror
  * stops answering or cannot be reached.
  */
 
@@ -148,6 +148,20 @@ describe("RedisCapabilityMirror", () => {
     }
     const verdict = await waitFor("the mirror to answer again", () => mirror.consume(another(c)).catch(() => undefined), { timeoutMs: 10_000 });
     expect(verdict).toBe("OK");
+  });
+
+  it("fails calls while its server is down, and after a restart answers again, having lost everything (MISS)", async () => {
+    const c = capability();
+    await mirror.restore(c, { organization: "active", agent: "active" });
+    expect(await mirror.consume(c)).toBe("OK");
+    await redis.stop();
+    try {
+      await expect(within("a consume on a stopped mirror", mirror.consume(c), 5_000)).rejects.not.toThrow(/did not finish/);
+    } finally {
+      await redis.start();
+    }
+    const verdict = await waitFor("the mirror to reconnect", () => mirror.consume(c).catch(() => undefined), { timeoutMs: 15_000 });
+    expect(verdict).toBe("MISS");
   });
 
   it("fails calls fast while the mirror cannot be reached, and closes without ever having connected", async () => {
