@@ -8,12 +8,12 @@ import { waitFor, within } from "../support/wait.js";
 
 /*
  * The CapabilityMirror contract (src/storage/capability-mirror.ts) on a real redis-server of this
- * file's own (it is frozen and flushed here): MISS while a state the consume needs is not mirrored
- * (the integration's only when one is bound), INACTIVE when one is not active, the consumed marker
- * set once among concurrent consumes and kept for its lifetime, release clearing it, restore and
- * the set* calls taking effect, organizations not sharing states or markers, everything lost on a
- * flush or a restart (MISS again, once it reconnects), and calls that fail within a short deadline, never hang, when the mirror
- * stops answering or cannot be reached.
+ * file's own (it is frozen, flushed and restarted here): MISS while a state the consume needs is
+ * not mirrored (the integration's only when one is bound), INACTIVE when one is not active, the
+ * consumed marker set once among concurrent consumes and kept for its lifetime, release clearing
+ * it, restore and the set* calls taking effect, organizations not sharing states or markers,
+ * everything lost on a flush or a restart (MISS again, once it reconnects), and calls that fail
+ * within a short deadline, never hang, when the mirror stops answering or cannot be reached.
  */
 
 let redis: OwnedRedis;
