@@ -611,6 +611,28 @@ describe("PostgresPolicyStore: graph versions", () => {
     await expect(store.changeGraphVersion(a, g.version + 1, () => ({ state: "approved", approver: "x" }))).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it("hands concurrent changes and publications of graph versions the version as the last left it: one approval wins, one graph is active", async () => {
+    const a = orgs[6]!;
+    const g = await store.addGraphVersion(a, { edges: ["x"] }, "alice");
+    const results = await Promise.allSettled(
+      ["bob", "carol", "dave"].map((approver) =>
+        store.changeGraphVersion(a, g.version, (current) => {
+          if (current.state !== "draft") throw new Error(`already ${current.state}`);
+          return { state: "approved", approver };
+        }),
+      ),
+    );
+    expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected", "rejected"]);
+    const other = await store.addGraphVersion(a, { edges: ["y"] }, "alice");
+    const before = (await records(a)).length;
+    const published = await Promise.all([g, other].map((v) => store.publishGraph(a, v.version, async () => publication({}, v.version, "graph.published"))));
+    expect(published.map((v) => v.state)).toEqual(["active", "active"]);
+    const states = (await store.graphVersions(a)).filter((v) => v.version === g.version || v.version === other.version).map((v) => v.state);
+    expect(states.sort()).toEqual(["active", "superseded"]);
+    expect((await records(a)).slice(before).map((r) => r.kind)).toEqual(["graph.published", "graph.published"]);
+    expect((await store.activeGraph(a))!.version).toBe((await store.head(a))!.graph_version);
+  });
+
   it("publishes a graph with bundle, head and evidence, superseding the active graph; writes nothing when publish refuses", async () => {
     const [a, b] = [orgs[0]!, orgs[5]!];
     const g1 = await store.addGraphVersion(a, { edges: [1] }, "alice");
