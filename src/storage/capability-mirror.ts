@@ -15,7 +15,7 @@ export interface MirroredCapability {
   agentId: string;
   integrationId: string | null;
   capabilityId: string;
-  /** How long the consumed marker must outlive the capability's expiry. */
+  /** How long the consumed marker lives from the consume, in ms: the caller makes it outlive the capability's expiry. */
   ttlMs: number;
 }
 
@@ -40,6 +40,6 @@ export interface CapabilityMirror {
   setAgent(organizationId: string, agentId: string, state: string): Promise<void>;
   /** Mirrors an integration's state (as `LiveStates.integration` has it) after its change committed. */
   setIntegration(organizationId: string, integrationId: string, state: string): Promise<void>;
-  /** Closes the connection to the mirror, at shutdown. */
+  /** Closes the connection to the mirror, at shutdown, as bounded as any call; calls after it fail. */
   close(): Promise<void>;
 }

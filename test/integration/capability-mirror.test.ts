@@ -135,14 +135,20 @@ describe("RedisCapabilityMirror", () => {
     expect(await mirror.consume(c)).toBe("OK");
   });
 
-  it("fails a call, rather than waiting for it, when the mirror stops answering, and answers again once it does", async () => {
+  it("fails a call, rather than waiting for it, when the mirror stops answering (and closes all the same), and answers again once it does", async () => {
     const c = capability();
     await mirror.restore(c, { organization: "active", agent: "active" });
+    const closing = RedisCapabilityMirror.connect(redis.url);
+    expect(await closing.connected(10_000)).toBe(true);
     redis.freeze();
     try {
       // The watchdog is generous (a loaded machine); the contract's deadline is a fraction of a second.
       await expect(within("a consume on a frozen mirror", mirror.consume(c), 5_000)).rejects.not.toThrow(/did not finish/);
       await expect(within("a setAgent on a frozen mirror", mirror.setAgent(c.organizationId, c.agentId, "active"), 5_000)).rejects.not.toThrow(/did not finish/);
+      // Shutdown is not held up either, even with a call of its own still unanswered.
+      const unanswered = closing.consume(another(c)).catch(() => undefined);
+      await within("closing a mirror whose server is frozen", closing.close(), 5_000);
+      await unanswered;
     } finally {
       redis.thaw();
     }
