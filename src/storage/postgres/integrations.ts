@@ -169,6 +169,10 @@ export class PostgresIntegrationStore implements IntegrationStore {
 
   approveContract(organizationId: string, integrationId: string, version: number, step: (current: ContractVersionRow) => ContractApproval): Promise<ContractVersionRow> {
     return this.db.transaction(async (tx) => {
+      // The integration first, as proposals lock it: approvals of two of its versions then take
+      // turns, instead of both superseding the same active one and one failing on the
+      // one-active key.
+      if (!(await integrationSql.lock(tx, organizationId, integrationId))) throw new NotFoundError("contract version");
       const current = await integrationSql.lockContract(tx, organizationId, integrationId, version);
       if (!current) throw new NotFoundError("contract version");
       const approval = step(current);
