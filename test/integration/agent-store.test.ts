@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { newId } from "../../src/domain/ids.js";
 import type { AgentRow, AgentState, AgentStore, AgentTransition, NewAgent } from "../../src/storage/agents.js";
 import { CollisionError, NotFoundError, UnstorableValueError } from "../../src/storage/errors.js";
@@ -8,14 +7,12 @@ import type { EvidenceEntry, EvidenceStore } from "../../src/storage/evidence.js
 import type { OrganizationStore } from "../../src/storage/organizations.js";
 import type { PolicyStore } from "../../src/storage/policies.js";
 import { PostgresAgentStore } from "../../src/storage/postgres/agents.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
-import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresOrganizationStore } from "../../src/storage/postgres/organizations.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
 import { PostgresPrincipalStore } from "../../src/storage/postgres/principals.js";
 import type { PrincipalRow, PrincipalStore } from "../../src/storage/principals.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 
 /*
  * The AgentStore contract (src/storage/agents.ts) on real Postgres, through the interface alone:
@@ -37,17 +34,10 @@ let policies: PolicyStore;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const url = await createTestDatabase("agent_store");
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 3; i++) orgs.push((await svc.newOrg()).organizationId);
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
-  evidence = new PostgresEvidenceStore(db);
-  const log = await EvidenceLog.open(evidence);
-  const chain = new EvidenceChain(db, () => log.keys);
+  const made = await storeDatabase("agent_store", (svc) => newOrganizations(svc, 3));
+  ({ db, evidence } = made);
+  const chain = made.chain;
+  orgs.push(...made.fixtures);
   agents = new PostgresAgentStore(db, chain);
   principals = new PostgresPrincipalStore(db);
   organizations = new PostgresOrganizationStore(db, chain);

@@ -4,10 +4,9 @@ import { generateEvidenceKey } from "../../src/evidence/keys.js";
 import type { EvidenceRecord } from "../../src/evidence/record.js";
 import { verifyEvidenceExport } from "../../src/evidence/verify.js";
 import type { EvidenceStore } from "../../src/storage/evidence.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 
 /*
  * The EvidenceStore contract (src/storage/evidence.ts) on real Postgres: keys oldest first with
@@ -25,18 +24,10 @@ let chain: EvidenceChain;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const url = await createTestDatabase("evidence_store");
-  // The service migrates the database, makes its first key and the organizations, then leaves.
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 5; i++) orgs.push((await svc.newOrg()).organizationId);
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
-  store = new PostgresEvidenceStore(db);
-  log = await EvidenceLog.open(store);
-  chain = new EvidenceChain(db, () => log.keys);
+  // The service also makes the first evidence key.
+  const made = await storeDatabase("evidence_store", (svc) => newOrganizations(svc, 5));
+  ({ db, evidence: store, log, chain } = made);
+  orgs.push(...made.fixtures);
 });
 
 afterAll(async () => {

@@ -1,18 +1,17 @@
 import { createHash, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { CollisionError, UnavailableError, UnstorableValueError } from "../../src/storage/errors.js";
 import type { EvidenceEntry, EvidenceStore } from "../../src/storage/evidence.js";
 import type { AdapterReportRow, ExecutionStore, ReceiptRow } from "../../src/storage/execution.js";
 import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
 import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresExecutionStore } from "../../src/storage/postgres/execution.js";
 import { PostgresOperationalReadings } from "../../src/storage/postgres/readings.js";
 import { PostgresWebhookStore } from "../../src/storage/postgres/webhooks.js";
 import type { OperationalReadings } from "../../src/storage/readings.js";
+import { storeDatabase } from "../support/stores.js";
 import { intentDoc, newAgent, newAgentKey, newOrgFixture, signBody, submitIntent } from "../support/agents.js";
-import { createTestDatabase, startService, type TestService } from "../support/service.js";
+import { type TestService } from "../support/service.js";
 
 /*
  * The ExecutionStore contract (src/storage/execution.ts) on real Postgres: receipts and adapter
@@ -60,12 +59,9 @@ async function fixture(svc: TestService): Promise<Fixture> {
 }
 
 beforeAll(async () => {
-  url = await createTestDatabase("execution_store");
-  // The service migrates the database and makes the organizations, decisions, capabilities and adapters, then leaves.
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  db = createDatabase(url, 8);
-  readings = new PostgresOperationalReadings(db);
-  try {
+  // Organizations with decisions, capabilities and adapters; pending reviews read around one more.
+  const made = await storeDatabase("execution_store", async (svc, pool) => {
+    readings = new PostgresOperationalReadings(pool);
     for (let i = 0; i < 2; i++) fixtures.push(await fixture(svc));
     const org = await newOrgFixture(svc);
     const suspended = await newAgent(svc, org, "suspended");
@@ -73,12 +69,8 @@ beforeAll(async () => {
     const review = await submitIntent(svc, "v1", signBody(suspended, intentDoc(suspended.agentId)));
     expect(review.body).toMatchObject({ outcome: "HUMAN_REVIEW", status: "PENDING" });
     pendingAround = [before, await readings.pendingReviews()];
-  } finally {
-    await svc.close();
-  }
-  evidence = new PostgresEvidenceStore(db);
-  const log = await EvidenceLog.open(evidence);
-  chain = new EvidenceChain(db, () => log.keys);
+  });
+  ({ url, db, evidence, chain } = made);
   store = new PostgresExecutionStore(db, chain);
 });
 

@@ -1,14 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { CollisionError, NotFoundError } from "../../src/storage/errors.js";
 import type { EvidenceEntry, EvidenceStore } from "../../src/storage/evidence.js";
 import type { IntegrationStore, NewAdapter, NewIntegration } from "../../src/storage/integrations.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
-import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresIntegrationStore } from "../../src/storage/postgres/integrations.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 
 /*
  * The IntegrationStore contract (src/storage/integrations.ts) on real Postgres: an integration
@@ -27,18 +24,10 @@ let evidence: EvidenceStore;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const url = await createTestDatabase("integration_store");
-  // The service migrates the database and makes the organizations, then leaves.
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 4; i++) orgs.push((await svc.newOrg()).organizationId);
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
-  evidence = new PostgresEvidenceStore(db);
-  const log = await EvidenceLog.open(evidence);
-  store = new PostgresIntegrationStore(db, new EvidenceChain(db, () => log.keys));
+  const made = await storeDatabase("integration_store", (svc) => newOrganizations(svc, 4));
+  ({ db, evidence } = made);
+  orgs.push(...made.fixtures);
+  store = new PostgresIntegrationStore(db, made.chain);
 });
 
 afterAll(async () => {

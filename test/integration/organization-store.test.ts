@@ -1,18 +1,15 @@
 import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PERMISSIONS } from "../../src/base/caller.js";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { newId } from "../../src/domain/ids.js";
 import { CollisionError, NotFoundError } from "../../src/storage/errors.js";
 import type { EvidenceStore } from "../../src/storage/evidence.js";
 import type { ApiKeyRow, NewApiKey, NewOrganization, OrganizationRow, OrganizationStateChange, OrganizationStore, SandboxCounts, SandboxSignup } from "../../src/storage/organizations.js";
 import type { InitialPolicy, PolicyStore } from "../../src/storage/policies.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
-import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresOrganizationStore } from "../../src/storage/postgres/organizations.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { storeDatabase } from "../support/stores.js";
 import { waitFor } from "../support/wait.js";
 
 /*
@@ -35,13 +32,9 @@ let evidence: EvidenceStore;
 let policy: InitialPolicy;
 
 beforeAll(async () => {
-  const url = await createTestDatabase("organization_store");
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  await svc.close();
-  db = createDatabase(url, 8);
-  evidence = new PostgresEvidenceStore(db);
-  const log = await EvidenceLog.open(evidence);
-  const chain = new EvidenceChain(db, () => log.keys);
+  const made = await storeDatabase("organization_store");
+  ({ db, evidence } = made);
+  const chain = made.chain;
   store = new PostgresOrganizationStore(db, chain);
   policies = new PostgresPolicyStore(db, chain);
   const bundle = Buffer.from("a bundle for the organization store suite");

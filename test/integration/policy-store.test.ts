@@ -1,14 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
 import { CollisionError, NotFoundError } from "../../src/storage/errors.js";
 import type { EvidenceStore } from "../../src/storage/evidence.js";
 import type { NewPolicyChange, PolicyChangeBasis, PolicyHead, PolicyStore, Publication, PublicationBasis } from "../../src/storage/policies.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
-import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 import { intentDoc, newAgent, newOrgFixture, signBody, submitIntent } from "../support/agents.js";
-import { createTestDatabase, startService } from "../support/service.js";
 import { deferred } from "../support/wait.js";
 
 /*
@@ -34,23 +31,17 @@ const orgs: string[] = [];
 let decided: string;
 
 beforeAll(async () => {
-  const url = await createTestDatabase("policy_store");
-  // The service migrates the database and makes the organizations (each with its initial policy and head), then leaves.
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 8; i++) orgs.push((await svc.newOrg()).organizationId);
+  // Organizations, each with its initial policy and head, and one that has made a decision.
+  const made = await storeDatabase("policy_store", async (svc) => {
+    orgs.push(...(await newOrganizations(svc, 8)));
     const org = await newOrgFixture(svc);
     const agent = await newAgent(svc, org);
     const res = await submitIntent(svc, "v1", signBody(agent, intentDoc(agent.agentId)));
     if (res.body.outcome !== "ALLOW") throw new Error(`intent: ${res.status} ${JSON.stringify(res.body)}`);
     decided = org.organizationId;
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
-  evidence = new PostgresEvidenceStore(db);
-  const log = await EvidenceLog.open(evidence);
-  store = new PostgresPolicyStore(db, new EvidenceChain(db, () => log.keys));
+  });
+  ({ db, evidence } = made);
+  store = new PostgresPolicyStore(db, made.chain);
 });
 
 afterAll(async () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "../../src/domain/ids.js";
 import { CollisionError, NotFoundError } from "../../src/storage/errors.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresPrincipalStore } from "../../src/storage/postgres/principals.js";
 import type { NewPrincipal, PrincipalRow, PrincipalStore } from "../../src/storage/principals.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 
 /*
  * The PrincipalStore contract (src/storage/principals.ts) on real Postgres, through the interface
@@ -21,14 +21,9 @@ let store: PrincipalStore;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const url = await createTestDatabase("principal_store");
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 3; i++) orgs.push((await svc.newOrg()).organizationId);
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
+  const made = await storeDatabase("principal_store", (svc) => newOrganizations(svc, 3));
+  db = made.db;
+  orgs.push(...made.fixtures);
   store = new PostgresPrincipalStore(db);
 });
 

@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EvidenceLog } from "../../src/domain/evidence-log.js";
-import { createDatabase, type Database } from "../../src/storage/postgres/database.js";
+import { type Database } from "../../src/storage/postgres/database.js";
 import { EvidenceChain } from "../../src/storage/postgres/evidence-chain.js";
-import { PostgresEvidenceStore } from "../../src/storage/postgres/evidence.js";
 import { PostgresWebhookStore } from "../../src/storage/postgres/webhooks.js";
 import type { CursorAdvance, NewDelivery } from "../../src/storage/webhooks.js";
-import { createTestDatabase, startService } from "../support/service.js";
+import { newOrganizations, storeDatabase } from "../support/stores.js";
 import { deferred, waitFor } from "../support/wait.js";
 
 /*
@@ -23,17 +21,9 @@ let chain: EvidenceChain;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const url = await createTestDatabase("webhook_store");
-  // The service migrates the database and makes the organizations, then leaves.
-  const svc = await startService({ DATABASE_URL: url, MANDATE_MIGRATION_DATABASE_URL: url });
-  try {
-    for (let i = 0; i < 8; i++) orgs.push((await svc.newOrg()).organizationId);
-  } finally {
-    await svc.close();
-  }
-  db = createDatabase(url, 8);
-  const log = await EvidenceLog.open(new PostgresEvidenceStore(db));
-  chain = new EvidenceChain(db, () => log.keys);
+  const made = await storeDatabase("webhook_store", (svc) => newOrganizations(svc, 8));
+  ({ db, chain } = made);
+  orgs.push(...made.fixtures);
   store = new PostgresWebhookStore(db, chain);
 });
 
