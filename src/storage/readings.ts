@@ -7,8 +7,8 @@ export interface OperationalReadings {
   /** HUMAN_REVIEW decisions still PENDING, over every organization (the partial index on pending decisions). */
   pendingReviews(): Promise<number>;
   /**
-   * Seconds the most overdue pending webhook delivery has been due (its next attempt's time
-   * passed); 0 when none is overdue. Read from the index of due deliveries.
+   * Seconds the most overdue pending webhook delivery of a webhook not deleted has been due (its
+   * next attempt's time passed); 0 when none is overdue. Read from the index of due deliveries.
    */
   webhookDeliveryLagSeconds(): Promise<number>;
 }

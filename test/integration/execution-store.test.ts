@@ -225,7 +225,7 @@ describe("PostgresOperationalReadings", () => {
     await expect(cut.webhookDeliveryLagSeconds()).rejects.toBeInstanceOf(UnavailableError);
   });
 
-  it("reads 0 while no pending delivery is due, then how long the most overdue one has been due", async () => {
+  it("reads 0 while no pending delivery is due, then how long the most overdue one has been due, leaving out deleted webhooks'", async () => {
     const webhooks = new PostgresWebhookStore(db, chain);
     const f = fixtures[0]!;
     expect(await readings.webhookDeliveryLagSeconds()).toBe(0);
@@ -246,6 +246,19 @@ describe("PostgresOperationalReadings", () => {
     const [retried] = await webhooks.lease(10, 60_000, 2);
     expect(retried!.delivery_id).toBe(due!.delivery_id);
     expect(await webhooks.record(retried!.delivery_id, retried!.lease_id, { ...attempt, status: 200, error: "" }, { kind: "delivered" })).toBe(true);
+    expect(await readings.webhookDeliveryLagSeconds()).toBe(0);
+
+    // A deleted webhook's overdue delivery is never attempted again: no lag.
+    const gone = `whk_${randomUUID()}`;
+    await webhooks.create({ webhook_id: gone, organization_id: f.organizationId, url: "http://127.0.0.1:9/hook", events: [], description: "", secret: "whsec_dGVzdA==" }, 10);
+    await db.transaction((tx) => chain.append(tx, [entry(f.organizationId, "test.record", "s")]));
+    const forGone = (claimed: { webhook_id: string }[], head: number) => claimed.filter((c) => c.webhook_id === gone).map((c) => ({ webhook_id: c.webhook_id, cursor_seq: head, deliveries: [delivery(3)] }));
+    expect(await webhooks.enqueue(f.organizationId, async (claimed, head) => forGone(claimed, head))).toBe(1);
+    const [overdue] = await webhooks.lease(10, 60_000, 2);
+    expect(overdue!.webhook_id).toBe(gone);
+    expect(await webhooks.record(overdue!.delivery_id, overdue!.lease_id, attempt, { kind: "retry", at: new Date(Date.now() - hour) })).toBe(true);
+    expect(await readings.webhookDeliveryLagSeconds()).toBeGreaterThanOrEqual(3600);
+    expect(await webhooks.delete(f.organizationId, gone)).toBe(true);
     expect(await readings.webhookDeliveryLagSeconds()).toBe(0);
   });
 });

@@ -12,10 +12,15 @@ export class PostgresOperationalReadings implements OperationalReadings {
   }
 
   async webhookDeliveryLagSeconds(): Promise<number> {
-    // min() over webhook_deliveries_due (migration 015) reads one index entry.
+    // webhook_deliveries_due (migration 015) in order, up to the first delivery whose webhook still
+    // exists: a deleted webhook's pending deliveries are never attempted again (they wait for
+    // trimming), so they are no lag.
     const { rows } = await this.db.pool.query<{ lag: number }>(
-      "SELECT COALESCE(GREATEST(0, extract(epoch FROM now() - min(next_attempt_at))), 0)::float8 AS lag FROM webhook_deliveries WHERE state = 'pending'",
+      `SELECT GREATEST(0, extract(epoch FROM now() - d.next_attempt_at))::float8 AS lag
+         FROM webhook_deliveries d
+        WHERE d.state = 'pending' AND EXISTS (SELECT 1 FROM webhooks w WHERE w.webhook_id = d.webhook_id AND w.deleted_at IS NULL)
+        ORDER BY d.next_attempt_at LIMIT 1`,
     );
-    return rows[0]!.lag;
+    return rows[0]?.lag ?? 0;
   }
 }
