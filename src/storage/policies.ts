@@ -37,7 +37,7 @@ export interface PolicyHead {
   graph_version: number;
 }
 
-/** An authority graph version as stored: draft → approved (by an identity other than its author) → active → superseded. */
+/** An authority graph version as stored: draft → approved (by an identity other than its author: the domain checks it, the store does not) → active → superseded. */
 export interface GraphVersionRow {
   organization_id: string;
   version: number;

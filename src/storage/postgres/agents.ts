@@ -10,7 +10,7 @@ const SELECT_AGENT = `
          a.environment, a.state, a.created_at, a.updated_at, a.last_heartbeat_at, c.certificate_id
     FROM agents a
   JOIN LATERAL (SELECT certificate_id FROM certificates c WHERE c.agent_id = a.agent_id
-                ORDER BY (c.state = 'active') DESC, c.created_at DESC LIMIT 1) c ON true`;
+                ORDER BY (c.state = 'active') DESC, c.created_at DESC, c.certificate_id DESC LIMIT 1) c ON true`;
 
 /** SQL for agents and certificates. */
 const agentSql = {

@@ -51,7 +51,7 @@ const integrationSql = {
 
   /** Adapters of these integrations. */
   async adapters(q: Queryable, integrationIds: readonly string[]): Promise<AdapterRow[]> {
-    const { rows } = await q.query<AdapterRow>(`SELECT ${ADAPTER_COLUMNS} FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at`, [integrationIds]);
+    const { rows } = await q.query<AdapterRow>(`SELECT ${ADAPTER_COLUMNS} FROM adapters WHERE integration_id = ANY($1) ORDER BY created_at, adapter_id`, [integrationIds]);
     return rows;
   },
 
