@@ -16,6 +16,7 @@
 // markdown to bench/results/peers-<time>.{json,md} and peers-latest.{json,md}.
 //   PEERS_DURATION=10s PEERS_WARMUP=2s PEERS_RATE=<per second> PEERS_SYSTEMS=mandate-v1,mandate-grpc,opa,cerbos
 //   PEERS_GRPC_DEADLINE=20s (ghz sends no grpc-timeout by default here)
+//   PEERS_ROUNDS=3 (every system measured three times in turn; medians reported, each round in the JSON)
 import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -57,6 +58,12 @@ function seconds(name: string, fallback: string): number {
   return Number(m[1]);
 }
 
+function roundsSetting(): number {
+  const value = process.env.PEERS_ROUNDS ?? "1";
+  if (!/^[1-9]\d*$/.test(value)) refuse(`PEERS_ROUNDS must be a whole number of rounds, 1 or more (got "${value}")`);
+  return Number(value);
+}
+
 function positive(name: string, fallback?: number): number | undefined {
   const value = process.env[name];
   if (value === undefined) return fallback;
@@ -68,6 +75,12 @@ const SYSTEMS = ["mandate-v1", "mandate-grpc", "opa", "cerbos"] as const;
 type SystemName = (typeof SYSTEMS)[number];
 const DURATION = seconds("PEERS_DURATION", "10s");
 const WARMUP = seconds("PEERS_WARMUP", "2s");
+/**
+ * Every selected system is measured this many times, in turn (round 1: each system, round 2: each
+ * again, …), and each figure reported is its median over the rounds: this machine's speed drifts
+ * by about a fifth between runs, and interleaving gives every system the same drift.
+ */
+const ROUNDS = roundsSetting();
 const CONNECTIONS = 32;
 const ACTING = 32;
 /** Intents signed per second of a saturation run: more than Mandate can take, so none is sent twice. */
@@ -94,7 +107,32 @@ interface SystemResult {
   peakRssMiB: number;
   /** Mandate: the decision ledger's groups during the saturation run (from /metrics). */
   ledger?: LedgerFigures;
+  /** With PEERS_ROUNDS above 1: each round's saturation throughput (the other figures are medians). */
+  roundsPerSecond?: number[];
   failures: string[];
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/** One system's rounds as one result: each number its median, a flag set if any round set it, the failures of all. */
+function overRounds(rs: readonly SystemResult[]): SystemResult {
+  const merge = (values: readonly unknown[]): unknown => {
+    const first = values[0];
+    if (typeof first === "number") return median(values as number[]);
+    if (typeof first === "boolean") return values.some(Boolean);
+    if (first !== null && typeof first === "object" && !Array.isArray(first)) {
+      return Object.fromEntries(Object.keys(first).map((k) => [k, merge(values.map((v) => (v as Record<string, unknown>)[k]))]));
+    }
+    return first;
+  };
+  const merged = merge(rs) as SystemResult;
+  // Failures add up: a median would hide a round that failed.
+  merged.saturation.failed = rs.reduce((n, r) => n + r.saturation.failed, 0);
+  merged.atRate.failed = rs.reduce((n, r) => n + r.atRate.failed, 0);
+  return { ...merged, roundsPerSecond: rs.map((r) => r.saturation.perSecond), failures: rs.flatMap((r) => r.failures) };
 }
 
 /** Decision group commits over a run: how many per second, their mean size and mean duration. */
@@ -314,28 +352,34 @@ async function measureEngine(system: "opa" | "cerbos", server: PeerServer): Prom
   }
 }
 
-const results: SystemResult[] = [];
+const measured: SystemResult[][] = [];
 const started = new Date();
 console.log(`Mandate beside OPA and Cerbos (${machineLine()}; yardstick: ${fmt(await calibrate())} µs CPU per local HTTP round trip)`);
-console.log(`  ${cases.length} cases over ${ACTING} acting principals of a 1,000-principal graph; ${DURATION} s saturation after ${WARMUP} s warm-up; ${CONNECTIONS} connections`);
+console.log(
+  `  ${cases.length} cases over ${ACTING} acting principals of a 1,000-principal graph; ${DURATION} s saturation after ${WARMUP} s warm-up; ${CONNECTIONS} connections${ROUNDS > 1 ? `; ${ROUNDS} rounds, medians reported` : ""}`,
+);
 try {
   const mandate = selected.filter((s): s is "mandate-v1" | "mandate-grpc" => s.startsWith("mandate-"));
-  if (mandate.length) {
-    const pg = await startBenchPostgres();
-    try {
-      const pgPid = postmasterPid(Number(new URL(pg.url).port));
-      const agents = await prepareMandate(pg.url);
-      for (const system of mandate) results.push(await measureMandate(system, pg.url, pgPid, agents));
-    } finally {
-      await pg.stop();
+  // One database for every round of Mandate's (each round starts fresh service processes on it).
+  const pg = mandate.length ? await startBenchPostgres() : null;
+  try {
+    const pgPid = pg ? postmasterPid(Number(new URL(pg.url).port)) : 0;
+    const agents = pg ? await prepareMandate(pg.url) : null;
+    for (let round = 1; round <= ROUNDS; round++) {
+      if (ROUNDS > 1) console.log(`  round ${round} of ${ROUNDS}`);
+      const results: SystemResult[] = [];
+      for (const system of mandate) results.push(await measureMandate(system, pg!.url, pgPid, agents!));
+      if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
+      if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS)));
+      measured.push(results);
     }
+  } finally {
+    await pg?.stop();
   }
-  if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
-  if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS)));
 } finally {
   await rm(workDir, { recursive: true, force: true });
 }
-await report(results);
+await report(ROUNDS === 1 ? measured[0]! : measured[0]!.map((r) => overRounds(measured.map((round) => round.find((x) => x.system === r.system)!))), measured);
 
 /**
  * Makes the organization, its policy, graph and agents through a service process of its own:
@@ -352,7 +396,7 @@ async function prepareMandate(databaseUrl: string): Promise<Map<string, BenchAge
   }
 }
 
-async function report(all: SystemResult[]): Promise<void> {
+async function report(all: SystemResult[], everyRound: SystemResult[][]): Promise<void> {
   const by = new Map(all.map((r) => [r.system, r]));
   const ratios: { mandate: SystemName; peer: SystemName; throughput: number; p99AtRate: number; serviceCpu: number }[] = [];
   for (const mandate of ["mandate-v1", "mandate-grpc"] as const)
@@ -370,11 +414,11 @@ async function report(all: SystemResult[]): Promise<void> {
     }
   const n2 = (x: number | null, d = 2) => (x === null ? "—" : fmt(x, d));
   const table = [
-    `| system | decisions/s (saturated) | p50 / p99 saturated | p50 / p99 at ${fmt(rate ?? NaN)}/s | CPU s per 1,000: service | Postgres | machine busy | peak RSS | failed |`,
+    `| system | decisions/s (saturated${ROUNDS > 1 ? `; median of ${ROUNDS} rounds, then each` : ""}) | p50 / p99 saturated | p50 / p99 at ${fmt(rate ?? NaN)}/s | CPU s per 1,000: service | Postgres | machine busy | peak RSS | failed |`,
     "|---|---|---|---|---|---|---|---|---|",
     ...all.map(
       (r) =>
-        `| ${r.label} | ${fmt(r.saturation.perSecond)} | ${n2(r.saturation.p50Ms)} / ${n2(r.saturation.p99Ms)} ms | ${n2(r.atRate.p50Ms)} / ${n2(r.atRate.p99Ms)} ms${r.atRate.saturated ? " (fell behind)" : ""} | ${n2(r.cpuSecondsPer1000.service, 3)} | ${n2(r.cpuSecondsPer1000.postgres, 3)} | ${fmt(r.machineBusyPercent)}% | ${fmt(r.peakRssMiB, 1)} MiB | ${fmt(r.saturation.failed + r.atRate.failed)} |`,
+        `| ${r.label} | ${fmt(r.saturation.perSecond)}${r.roundsPerSecond ? ` (${r.roundsPerSecond.map((x) => fmt(x)).join(", ")})` : ""} | ${n2(r.saturation.p50Ms)} / ${n2(r.saturation.p99Ms)} ms | ${n2(r.atRate.p50Ms)} / ${n2(r.atRate.p99Ms)} ms${r.atRate.saturated ? " (fell behind)" : ""} | ${n2(r.cpuSecondsPer1000.service, 3)} | ${n2(r.cpuSecondsPer1000.postgres, 3)} | ${fmt(r.machineBusyPercent)}% | ${fmt(r.peakRssMiB, 1)} MiB | ${fmt(r.saturation.failed + r.atRate.failed)} |`,
     ),
   ];
   const ratioLines = ratios.map(
@@ -394,7 +438,7 @@ async function report(all: SystemResult[]): Promise<void> {
   const markdown = [
     `# Mandate beside OPA and Cerbos (${started.toISOString()})`,
     "",
-    `${machineLine()}. Saturation: ${DURATION} s after ${WARMUP} s warm-up; wrk (1 thread, 32 connections) for HTTP/1.1, ghz (32 concurrent calls, one connection) for gRPC. Fixed rate: the bench's open-loop generator, latency from each request's due time, 32 HTTP/1.1 connections or one HTTP/2 connection. ${cases.length} cases in turn, the same for every system.`,
+    `${machineLine()}.${ROUNDS > 1 ? ` ${ROUNDS} rounds of every system in turn; each figure is its median over the rounds (failures: their sum).` : ""} Saturation: ${DURATION} s after ${WARMUP} s warm-up; wrk (1 thread, 32 connections) for HTTP/1.1, ghz (32 concurrent calls, one connection) for gRPC. Fixed rate: the bench's open-loop generator, latency from each request's due time, 32 HTTP/1.1 connections or one HTTP/2 connection. ${cases.length} cases in turn, the same for every system.`,
     "",
     ...table,
     "",
@@ -414,7 +458,7 @@ async function report(all: SystemResult[]): Promise<void> {
   const dir = path.join(repoRoot, "bench/results");
   await mkdir(dir, { recursive: true });
   const stamp = started.toISOString().replace(/[:.]/g, "-");
-  const json = JSON.stringify({ started: started.toISOString(), machine: machineLine(), durationSeconds: DURATION, warmupSeconds: WARMUP, connections: CONNECTIONS, rate, cases: cases.length, results: all, ratios, targets }, null, 2);
+  const json = JSON.stringify({ started: started.toISOString(), machine: machineLine(), durationSeconds: DURATION, warmupSeconds: WARMUP, connections: CONNECTIONS, rate, cases: cases.length, results: all, ratios, targets, ...(everyRound.length > 1 && { rounds: everyRound }) }, null, 2);
   for (const name of [`peers-${stamp}`, "peers-latest"]) {
     await writeFile(path.join(dir, `${name}.json`), json + "\n");
     await writeFile(path.join(dir, `${name}.md`), markdown);
