@@ -360,21 +360,23 @@ console.log(
 );
 try {
   const mandate = selected.filter((s): s is "mandate-v1" | "mandate-grpc" => s.startsWith("mandate-"));
-  // One database for every round of Mandate's (each round starts fresh service processes on it).
-  const pg = mandate.length ? await startBenchPostgres() : null;
-  try {
-    const pgPid = pg ? postmasterPid(Number(new URL(pg.url).port)) : 0;
-    const agents = pg ? await prepareMandate(pg.url) : null;
-    for (let round = 1; round <= ROUNDS; round++) {
-      if (ROUNDS > 1) console.log(`  round ${round} of ${ROUNDS}`);
-      const results: SystemResult[] = [];
-      for (const system of mandate) results.push(await measureMandate(system, pg!.url, pgPid, agents!));
-      if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
-      if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS)));
-      measured.push(results);
+  for (let round = 1; round <= ROUNDS; round++) {
+    if (ROUNDS > 1) console.log(`  round ${round} of ${ROUNDS}`);
+    const results: SystemResult[] = [];
+    if (mandate.length) {
+      // A database of each round's own: a later round must not run on the decisions of the earlier ones.
+      const pg = await startBenchPostgres();
+      try {
+        const pgPid = postmasterPid(Number(new URL(pg.url).port));
+        const agents = await prepareMandate(pg.url);
+        for (const system of mandate) results.push(await measureMandate(system, pg.url, pgPid, agents));
+      } finally {
+        await pg.stop();
+      }
     }
-  } finally {
-    await pg?.stop();
+    if (selected.includes("opa")) results.push(await measureEngine("opa", await startOpa()));
+    if (selected.includes("cerbos")) results.push(await measureEngine("cerbos", await startCerbos(CERBOS)));
+    measured.push(results);
   }
 } finally {
   await rm(workDir, { recursive: true, force: true });
