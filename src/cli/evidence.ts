@@ -1,8 +1,7 @@
-import { parseArgs } from "node:util";
 import { jwkThumbprint } from "../evidence/keys.js";
 import { verifyEvidenceExport } from "../evidence/verify.js";
 import type { EvidenceProblem, EvidenceVerification } from "../evidence/verify.js";
-import { CliError, EXIT_FAILED, EXIT_OK, readJsonFile } from "./command.js";
+import { CliError, EXIT_FAILED, EXIT_OK, parseCommandLine, readJsonFile } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 
 const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export-keys THUMBPRINT[,…]) [--organization ORG_ID] EXPORT_FILE
@@ -39,18 +38,7 @@ interface KeyInfo {
 }
 
 async function verify(args: readonly string[], io: CliIo): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      options: { jwks: { type: "string" }, "trust-export-keys": { type: "string" }, organization: { type: "string" } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (error) {
-    throw new CliError((error as Error).message, true);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(args, { jwks: { type: "string" }, "trust-export-keys": { type: "string" }, organization: { type: "string" } });
   if (positionals.length !== 1) throw new CliError("expected exactly one EXPORT_FILE", true);
   const file = positionals[0]!;
   const pins = values["trust-export-keys"]?.split(",").map((t) => t.trim()).filter((t) => t !== "");

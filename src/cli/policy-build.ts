@@ -1,6 +1,5 @@
 import { writeFile } from "node:fs/promises";
-import { parseArgs } from "node:util";
-import { CliError, EXIT_FAILED, EXIT_OK, type CliIo } from "./command.js";
+import { CliError, type CliIo, EXIT_FAILED, EXIT_OK, parseCommandLine } from "./command.js";
 import { readPolicyDir } from "./policy-dir.js";
 import { buildOrFail, graphVersionOption, pathMap } from "./policy-test.js";
 
@@ -17,18 +16,7 @@ Exit status 0 when built, 1 when opa refuses the policies (as publishing would),
 
 /** `mandate policy build DIR -o FILE`: the publish-time bundle of DIR, byte for byte. */
 export async function runPolicyBuild(args: readonly string[], io: CliIo): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: { output: { type: "string", short: "o" }, "graph-version": { type: "string" } },
-    });
-  } catch (err) {
-    throw new CliError((err as Error).message, true);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(args, { output: { type: "string", short: "o" }, "graph-version": { type: "string" } });
   if (positionals.length !== 1 || values.output === undefined) throw new CliError("expected: policy build DIR -o BUNDLE.tar.gz", true);
   const graphVersion = graphVersionOption(values["graph-version"]);
   const dir = await readPolicyDir(positionals[0]!);

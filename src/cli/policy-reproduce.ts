@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { isDeepStrictEqual, parseArgs } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { ENTRYPOINT } from "../policy/opa.js";
 import { readTarGz } from "../policy/tar.js";
-import { CliError, EXIT_FAILED, EXIT_OK, readJsonFile, type CliCommand, type CliIo } from "./command.js";
+import { type CliCommand, CliError, type CliIo, EXIT_FAILED, EXIT_OK, parseCommandLine, readJsonFile } from "./command.js";
 
 /** Usage of `mandate policy reproduce`. */
 export const reproduceUsage = `mandate policy reproduce [--decision DECISION_ID] [--bundle BUNDLE_FILE] DECISION_EXPORT
@@ -39,13 +39,7 @@ interface DecisionRecord {
 
 /** `mandate policy reproduce …`: see reproduceUsage. */
 export async function runPolicyReproduce(args: readonly string[], io: CliIo): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: [...args], allowPositionals: true, options: { decision: { type: "string" }, bundle: { type: "string" } } });
-  } catch (error) {
-    throw new CliError((error as Error).message, true);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(args, { decision: { type: "string" }, bundle: { type: "string" } });
   if (positionals.length !== 1) throw new CliError("expected one DECISION_EXPORT file", true);
   const file = positionals[0]!;
   const record = pickRecord(await readJsonFile(file), file, values.decision);

@@ -2,13 +2,12 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { parseArgs } from "node:util";
 import { loadPolicy } from "@open-policy-agent/opa-wasm";
 import { buildBundle } from "../policy/build.js";
 import { PolicyCompileError, type CompileProblem } from "../policy/errors.js";
 import { libraryModules, runOpa, wasmCapabilities } from "../policy/opa.js";
 import { readTarGz } from "../policy/tar.js";
-import { CliError, EXIT_FAILED, EXIT_OK, type CliIo } from "./command.js";
+import { CliError, type CliIo, EXIT_FAILED, EXIT_OK, parseCommandLine } from "./command.js";
 import { coverageReport, EXPLAIN_PROBE, probedEntries, type CoverageReport, type OpaCoverage } from "./policy-coverage.js";
 import { readPolicyDir, type PolicyDir } from "./policy-dir.js";
 import { junitXml, type TestCaseResult } from "./policy-junit.js";
@@ -102,18 +101,7 @@ interface Options {
 }
 
 function parseOptions(args: readonly string[]): Options {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      strict: true,
-      options: { run: { type: "string" }, coverage: { type: "boolean" }, junit: { type: "string" }, "graph-version": { type: "string" } },
-    });
-  } catch (err) {
-    throw new CliError((err as Error).message, true);
-  }
-  const { values, positionals } = parsed;
+  const { values, positionals } = parseCommandLine(args, { run: { type: "string" }, coverage: { type: "boolean" }, junit: { type: "string" }, "graph-version": { type: "string" } });
   if (positionals.length !== 1) throw new CliError("expected: policy test DIR", true);
   let run: RegExp | undefined;
   if (values.run !== undefined) {
