@@ -1,6 +1,7 @@
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { formatTime, isoTime } from "../format";
 import { Link } from "./link";
+import { ScrollTable } from "./scroll-table";
 
 /** What a policy version and a graph version both say of who made them and when. */
 export interface VersionFacts {
@@ -24,44 +25,32 @@ export interface VersionRow extends VersionFacts {
 /** A policy's or the authority graph's versions, in the order given, each linked to its page. */
 export function VersionsTable({ label, testId, rows }: { label: string; testId: string; rows: VersionRow[] }) {
   return (
-    <div className="table-wrap" tabIndex={0} role="group" aria-label={`${label} (scrollable)`}>
-      <table data-testid={testId}>
-        <thead>
-          <tr>
-            <th scope="col">Version</th>
-            <th scope="col">State</th>
-            <th scope="col">Author</th>
-            <th scope="col">Approver</th>
-            <th scope="col">Created</th>
-            <th scope="col">Published</th>
+    <ScrollTable label={label} testId={testId} columns={["Version", "State", "Author", "Approver", "Created", "Published"]}>
+      <tbody>
+        {rows.map((v) => (
+          <tr key={v.version} data-version={v.version}>
+            <th scope="row">
+              <Link to={v.href}>Version {v.version}</Link>
+            </th>
+            <td>
+              <span className={`state state-${v.state}`}>{v.state}</span>
+            </td>
+            <td>
+              <code>{v.author || "—"}</code>
+            </td>
+            <td>
+              <code>{v.approver || "—"}</code>
+            </td>
+            <td>
+              <When ts={v.createdAt} />
+            </td>
+            <td>
+              <When ts={v.publishedAt} />
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {rows.map((v) => (
-            <tr key={v.version} data-version={v.version}>
-              <th scope="row">
-                <Link to={v.href}>Version {v.version}</Link>
-              </th>
-              <td>
-                <span className={`state state-${v.state}`}>{v.state}</span>
-              </td>
-              <td>
-                <code>{v.author || "—"}</code>
-              </td>
-              <td>
-                <code>{v.approver || "—"}</code>
-              </td>
-              <td>
-                <When ts={v.createdAt} />
-              </td>
-              <td>
-                <When ts={v.publishedAt} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+        ))}
+      </tbody>
+    </ScrollTable>
   );
 }
 

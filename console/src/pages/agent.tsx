@@ -12,6 +12,7 @@ import { Link } from "../components/link";
 import { fieldError, LabelFields, PublicKeyField, wirePublicKey } from "../components/agent-fields";
 import { formatTime, isoTime } from "../format";
 import { StatePill, stateName } from "./agents";
+import { ScrollTable } from "../components/scroll-table";
 import "../authoring.css";
 import "../agents.css";
 
@@ -247,32 +248,22 @@ function Certificates({ agent: a, records }: { agent: Agent; records: EvidenceRe
       <h2 id={`${id}-h`} className="h3">
         Certificates
       </h2>
-      <div className="table-wrap" tabIndex={0} role="group" aria-label="Certificates (scrollable)">
-        <table data-testid="certificates" className="wide">
-          <thead>
-            <tr>
-              <th scope="col">Certificate</th>
-              <th scope="col">Public key</th>
-              <th scope="col">Issued</th>
-              <th scope="col">Status</th>
+      <ScrollTable label="Certificates" testId="certificates" className="wide" columns={["Certificate", "Public key", "Issued", "Status"]}>
+        <tbody>
+          {[...issued].reverse().map((c) => (
+            <tr key={c.certificateId} data-certificate-id={c.certificateId}>
+              <th scope="row">
+                <code>{c.certificateId}</code>
+              </th>
+              <td>
+                <code data-testid="public-key">{c.publicKey}</code>
+              </td>
+              <td>{c.at ? <time dateTime={isoTime(c.at)}>{formatTime(c.at)}</time> : "—"}</td>
+              <td data-testid="certificate-status">{status(c.certificateId)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {[...issued].reverse().map((c) => (
-              <tr key={c.certificateId} data-certificate-id={c.certificateId}>
-                <th scope="row">
-                  <code>{c.certificateId}</code>
-                </th>
-                <td>
-                  <code data-testid="public-key">{c.publicKey}</code>
-                </td>
-                <td>{c.at ? <time dateTime={isoTime(c.at)}>{formatTime(c.at)}</time> : "—"}</td>
-                <td data-testid="certificate-status">{status(c.certificateId)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+          ))}
+        </tbody>
+      </ScrollTable>
       <RotateKey agent={a} />
     </section>
   );
@@ -353,37 +344,25 @@ function describe(r: EvidenceRecord): string {
 function AuditTrail({ records }: { records: EvidenceRecord[] }) {
   if (records.length === 0) return <p className="empty">No record yet.</p>;
   return (
-    <div className="table-wrap" tabIndex={0} role="group" aria-label="Audit trail (scrollable)">
-      <table data-testid="audit-trail" className="wide">
-        <thead>
-          <tr>
-            <th scope="col">Seq</th>
-            <th scope="col">Record</th>
-            <th scope="col">What changed</th>
-            <th scope="col">By</th>
-            <th scope="col">Reason</th>
-            <th scope="col">At</th>
+    <ScrollTable label="Audit trail" testId="audit-trail" className="wide" columns={["Seq", "Record", "What changed", "By", "Reason", "At"]}>
+      <tbody>
+        {records.map((r) => (
+          <tr key={r.evidenceId} data-kind={r.kind}>
+            <th scope="row">{String(r.seq)}</th>
+            <td>
+              <code className="record-kind">{r.kind}</code>
+            </td>
+            <td>{describe(r) || "—"}</td>
+            <td>
+              <code>{text(r.payload, "by") || "—"}</code>
+            </td>
+            <td>{text(r.payload, "reason") || "—"}</td>
+            <td>
+              <time dateTime={isoTime(r.createdAt)}>{formatTime(r.createdAt)}</time>
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {records.map((r) => (
-            <tr key={r.evidenceId} data-kind={r.kind}>
-              <th scope="row">{String(r.seq)}</th>
-              <td>
-                <code className="record-kind">{r.kind}</code>
-              </td>
-              <td>{describe(r) || "—"}</td>
-              <td>
-                <code>{text(r.payload, "by") || "—"}</code>
-              </td>
-              <td>{text(r.payload, "reason") || "—"}</td>
-              <td>
-                <time dateTime={isoTime(r.createdAt)}>{formatTime(r.createdAt)}</time>
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+        ))}
+      </tbody>
+    </ScrollTable>
   );
 }

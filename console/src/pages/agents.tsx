@@ -5,6 +5,7 @@ import { useAgentPages, usePrincipalPages } from "../api/agents";
 import { usePermissions } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { formatTime, isoTime } from "../format";
 import { BASE } from "../router";
 import "../authoring.css";
@@ -146,41 +147,29 @@ export function AgentsPage() {
             {shown.length === 0 ? (
               <p className="empty">No agent matches these filters.</p>
             ) : (
-              <div className="table-wrap" tabIndex={0} role="group" aria-label="Agents (scrollable)">
-                <table data-testid="agents" className="wide">
-                  <thead>
-                    <tr>
-                      <th scope="col">Agent</th>
-                      <th scope="col">State</th>
-                      <th scope="col">Acts for</th>
-                      <th scope="col">Owner</th>
-                      <th scope="col">Environment</th>
-                      <th scope="col">Last heartbeat</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {shown.map((a) => {
-                      const principal = principals.get(a.actingForPrincipalId);
-                      return (
-                        <tr key={a.agentId} data-agent-id={a.agentId}>
-                          <th scope="row">
-                            <Link to={`/agents/${encodeURIComponent(a.agentId)}`}>{a.name}</Link>
-                            <br />
-                            <code className="muted small">{a.agentId}</code>
-                          </th>
-                          <td>
-                            <StatePill state={a.state} />
-                          </td>
-                          <td>{principal ? principal.displayName : <code>{a.actingForPrincipalId}</code>}</td>
-                          <td>{a.owner || "—"}</td>
-                          <td>{a.environment || "—"}</td>
-                          <td>{a.lastHeartbeatAt ? <time dateTime={isoTime(a.lastHeartbeatAt)}>{formatTime(a.lastHeartbeatAt)}</time> : "never"}</td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
+              <ScrollTable label="Agents" testId="agents" className="wide" columns={["Agent", "State", "Acts for", "Owner", "Environment", "Last heartbeat"]}>
+                <tbody>
+                  {shown.map((a) => {
+                    const principal = principals.get(a.actingForPrincipalId);
+                    return (
+                      <tr key={a.agentId} data-agent-id={a.agentId}>
+                        <th scope="row">
+                          <Link to={`/agents/${encodeURIComponent(a.agentId)}`}>{a.name}</Link>
+                          <br />
+                          <code className="muted small">{a.agentId}</code>
+                        </th>
+                        <td>
+                          <StatePill state={a.state} />
+                        </td>
+                        <td>{principal ? principal.displayName : <code>{a.actingForPrincipalId}</code>}</td>
+                        <td>{a.owner || "—"}</td>
+                        <td>{a.environment || "—"}</td>
+                        <td>{a.lastHeartbeatAt ? <time dateTime={isoTime(a.lastHeartbeatAt)}>{formatTime(a.lastHeartbeatAt)}</time> : "never"}</td>
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </ScrollTable>
             )}
           </>
         )}

@@ -10,6 +10,7 @@ import { ApiError, Loading } from "../components/api-error";
 import { ConfirmButton } from "../components/confirm-button";
 import { FocusedStatus } from "../components/focused-status";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { OneTimeSecret } from "../components/secret";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
@@ -148,75 +149,61 @@ function KeyList() {
       ) : keys.error ? (
         <ApiError error={keys.error} title="The keys could not be read" />
       ) : (
-        <div className="table-wrap keys-wrap" tabIndex={0} role="group" aria-label="Keys (scrollable)">
-          <table data-testid="api-keys" className="wide">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Key id</th>
-                <th scope="col">Permissions</th>
-                <th scope="col">Created</th>
-                <th scope="col">State</th>
-                <th scope="col">
-                  <span className="visually-hidden">Action</span>
+        <ScrollTable label="Keys" testId="api-keys" className="wide" wrapClassName="keys-wrap" columns={["Name", "Key id", "Permissions", "Created", "State", <span className="visually-hidden">Action</span>]}>
+          <tbody>
+            {keys.data.apiKeys.map((k) => (
+              <tr key={k.keyId} data-key-id={k.keyId}>
+                <th scope="row">
+                  {k.name}
+                  {k.keyId === identity && <span className="muted small"> (this key)</span>}
                 </th>
+                <td className="nowrap">
+                  <code>{k.keyId}</code>
+                </td>
+                <td data-testid="key-permissions">
+                  {k.permissions.map((p) => (
+                    <code key={p} className="permission-tag">
+                      {nameOf(p)}
+                    </code>
+                  ))}
+                </td>
+                <td>
+                  <time dateTime={isoTime(k.createdAt)}>{formatTime(k.createdAt)}</time>
+                </td>
+                <td data-testid="key-state">
+                  {k.revokedAt ? (
+                    <>
+                      <span className="state agent-state-revoked">revoked</span>{" "}
+                      <time className="muted small" dateTime={isoTime(k.revokedAt)}>
+                        {formatTime(k.revokedAt)}
+                      </time>
+                    </>
+                  ) : (
+                    <span className="state agent-state-active">active</span>
+                  )}
+                </td>
+                <td>
+                  {!k.revokedAt && (
+                    <ConfirmButton
+                      label={
+                        <>
+                          Revoke<span className="visually-hidden"> {k.name}</span>
+                        </>
+                      }
+                      title={`Revoke key ${k.name}?`}
+                      description="Revoking is immediate and permanent: every call with this key is refused (401 unknown_key) from now on, and it cannot be restored. Whoever uses it needs a new key."
+                      confirmLabel="Revoke key"
+                      onConfirm={() => run(k)}
+                      disabled={revoke.isPending}
+                    >
+                      {k.keyId === identity && <p className="small">This is the key this console is signed in with: you will be signed out.</p>}
+                    </ConfirmButton>
+                  )}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {keys.data.apiKeys.map((k) => (
-                <tr key={k.keyId} data-key-id={k.keyId}>
-                  <th scope="row">
-                    {k.name}
-                    {k.keyId === identity && <span className="muted small"> (this key)</span>}
-                  </th>
-                  <td className="nowrap">
-                    <code>{k.keyId}</code>
-                  </td>
-                  <td data-testid="key-permissions">
-                    {k.permissions.map((p) => (
-                      <code key={p} className="permission-tag">
-                        {nameOf(p)}
-                      </code>
-                    ))}
-                  </td>
-                  <td>
-                    <time dateTime={isoTime(k.createdAt)}>{formatTime(k.createdAt)}</time>
-                  </td>
-                  <td data-testid="key-state">
-                    {k.revokedAt ? (
-                      <>
-                        <span className="state agent-state-revoked">revoked</span>{" "}
-                        <time className="muted small" dateTime={isoTime(k.revokedAt)}>
-                          {formatTime(k.revokedAt)}
-                        </time>
-                      </>
-                    ) : (
-                      <span className="state agent-state-active">active</span>
-                    )}
-                  </td>
-                  <td>
-                    {!k.revokedAt && (
-                      <ConfirmButton
-                        label={
-                          <>
-                            Revoke<span className="visually-hidden"> {k.name}</span>
-                          </>
-                        }
-                        title={`Revoke key ${k.name}?`}
-                        description="Revoking is immediate and permanent: every call with this key is refused (401 unknown_key) from now on, and it cannot be restored. Whoever uses it needs a new key."
-                        confirmLabel="Revoke key"
-                        onConfirm={() => run(k)}
-                        disabled={revoke.isPending}
-                      >
-                        {k.keyId === identity && <p className="small">This is the key this console is signed in with: you will be signed out.</p>}
-                      </ConfirmButton>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+            ))}
+          </tbody>
+        </ScrollTable>
       )}
     </section>
   );

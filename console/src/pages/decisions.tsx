@@ -4,6 +4,7 @@ import { useDecisionPage, type DecisionFilter } from "../api/decisions";
 import { useDryRunAgents } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { formatAmount, formatTime, isoTime } from "../format";
 import { BASE, navigate } from "../router";
 import "../authoring.css";
@@ -168,50 +169,36 @@ export function DecisionsPage() {
         ) : decisions.length === 0 ? (
           <p className="empty">{filtered ? "No decision matches this filter." : "No decision yet: they appear here once agents submit Intents."}</p>
         ) : (
-          <div className="table-wrap" tabIndex={0} role="group" aria-label="Decisions (scrollable)">
-            <table data-testid="decisions" className="decision-table">
-              <thead>
-                <tr>
-                  <th scope="col">Decision</th>
-                  <th scope="col">Outcome</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Action</th>
-                  <th scope="col">Amount</th>
-                  <th scope="col">Reason</th>
-                  <th scope="col">Agent</th>
-                  <th scope="col">Evaluated</th>
+          <ScrollTable label="Decisions" testId="decisions" className="decision-table" columns={["Decision", "Outcome", "Status", "Action", "Amount", "Reason", "Agent", "Evaluated"]}>
+            <tbody>
+              {decisions.map((d) => (
+                <tr key={d.decisionId} data-decision-id={d.decisionId}>
+                  <th scope="row">
+                    <Link to={`/decisions/${encodeURIComponent(d.decisionId)}`}>
+                      <code className="nowrap">{d.decisionId}</code>
+                    </Link>
+                  </th>
+                  <td>
+                    <span className={`outcome outcome-${Outcome[d.outcome]}`} data-testid="row-outcome">
+                      {Outcome[d.outcome]}
+                    </span>
+                  </td>
+                  <td data-testid="row-status">{statusText(d.outcome, d.status)}</td>
+                  <td>
+                    <code>{breakable(d.action)}</code>
+                  </td>
+                  <td className="nowrap">{formatAmount(d.intent) || "—"}</td>
+                  <td>
+                    <code>{breakable(d.reason)}</code>
+                  </td>
+                  <td>{names.get(d.agentId) ?? <code>{d.agentId}</code>}</td>
+                  <td className="nowrap">
+                    <time dateTime={isoTime(d.evaluatedAt)}>{formatTime(d.evaluatedAt)}</time>
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {decisions.map((d) => (
-                  <tr key={d.decisionId} data-decision-id={d.decisionId}>
-                    <th scope="row">
-                      <Link to={`/decisions/${encodeURIComponent(d.decisionId)}`}>
-                        <code className="nowrap">{d.decisionId}</code>
-                      </Link>
-                    </th>
-                    <td>
-                      <span className={`outcome outcome-${Outcome[d.outcome]}`} data-testid="row-outcome">
-                        {Outcome[d.outcome]}
-                      </span>
-                    </td>
-                    <td data-testid="row-status">{statusText(d.outcome, d.status)}</td>
-                    <td>
-                      <code>{breakable(d.action)}</code>
-                    </td>
-                    <td className="nowrap">{formatAmount(d.intent) || "—"}</td>
-                    <td>
-                      <code>{breakable(d.reason)}</code>
-                    </td>
-                    <td>{names.get(d.agentId) ?? <code>{d.agentId}</code>}</td>
-                    <td className="nowrap">
-                      <time dateTime={isoTime(d.evaluatedAt)}>{formatTime(d.evaluatedAt)}</time>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+              ))}
+            </tbody>
+          </ScrollTable>
         )}
         <nav className="pager" aria-label="Pages of decisions">
           <button type="button" className="secondary" disabled={pageIndex === 0} onClick={() => setTokens((t) => t.slice(0, -1))}>

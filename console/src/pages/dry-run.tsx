@@ -9,6 +9,7 @@ import { AgentState } from "../../../src/gen/mandate/v1/agents_pb.js";
 import { ApiError } from "../components/api-error";
 import { CodeView } from "../components/code-view";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
 
@@ -187,45 +188,34 @@ function RuleTable({ rules }: { rules: RuleEvaluation[] }) {
     return json === null ? "missing" : JSON.stringify(json);
   };
   return (
-    <div className="table-wrap" tabIndex={0} role="group" aria-label="Rules (scrollable)">
-      <table data-testid="dry-run-rules">
-        <caption>Rules, and why each fired or not</caption>
-        <thead>
-          <tr>
-            <th scope="col">Policy</th>
-            <th scope="col">Rule</th>
-            <th scope="col">Line</th>
-            <th scope="col">Result</th>
+    <ScrollTable label="Rules" testId="dry-run-rules" caption="Rules, and why each fired or not" columns={["Policy", "Rule", "Line", "Result"]}>
+      <tbody>
+        {rules.map((rule, i) => (
+          <tr key={i} data-rule={rule.ruleId} className={rule.fired ? "rule-fired" : undefined}>
+            <td>
+              {rule.policyKey} v{rule.policyVersion}
+            </td>
+            <th scope="row">
+              <code>{rule.ruleId}</code>
+            </th>
+            <td>{rule.line || "—"}</td>
+            <td>
+              {rule.fired ? (
+                <>
+                  fired: <span className={`outcome-${OUTCOME(rule.outcome)}`}>{OUTCOME(rule.outcome)}</span> <code>{rule.reason}</code>
+                </>
+              ) : rule.failedCondition ? (
+                <>
+                  not fired: <code>{rule.failedCondition.field}</code> {rule.failedCondition.operator} <code>{value(rule.failedCondition.expected)}</code> did not
+                  hold (the Intent had <code>{value(rule.failedCondition.actual)}</code>)
+                </>
+              ) : (
+                "not fired"
+              )}
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {rules.map((rule, i) => (
-            <tr key={i} data-rule={rule.ruleId} className={rule.fired ? "rule-fired" : undefined}>
-              <td>
-                {rule.policyKey} v{rule.policyVersion}
-              </td>
-              <th scope="row">
-                <code>{rule.ruleId}</code>
-              </th>
-              <td>{rule.line || "—"}</td>
-              <td>
-                {rule.fired ? (
-                  <>
-                    fired: <span className={`outcome-${OUTCOME(rule.outcome)}`}>{OUTCOME(rule.outcome)}</span> <code>{rule.reason}</code>
-                  </>
-                ) : rule.failedCondition ? (
-                  <>
-                    not fired: <code>{rule.failedCondition.field}</code> {rule.failedCondition.operator} <code>{value(rule.failedCondition.expected)}</code> did not
-                    hold (the Intent had <code>{value(rule.failedCondition.actual)}</code>)
-                  </>
-                ) : (
-                  "not fired"
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+        ))}
+      </tbody>
+    </ScrollTable>
   );
 }

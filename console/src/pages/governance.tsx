@@ -7,6 +7,7 @@ import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { VersionsTable } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
@@ -197,48 +198,31 @@ function Documents({ canAuthor }: { canAuthor: boolean }) {
       ) : docs.data.documents.length === 0 ? (
         <p className="empty">No document uploaded yet.</p>
       ) : (
-        <div className="table-wrap" tabIndex={0} role="group" aria-label="Documents (scrollable)">
-          <table data-testid="documents">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Kind</th>
-                <th scope="col">Format</th>
-                <th scope="col">Rows</th>
-                <th scope="col">Uploaded by</th>
-                <th scope="col">Uploaded</th>
+        <ScrollTable label="Documents" testId="documents" columns={["Name", "Kind", "Format", "Rows", "Uploaded by", "Uploaded", canAuthor && <span className="visually-hidden">Actions</span>]}>
+          <tbody>
+            {docs.data.documents.map((d) => (
+              <tr key={d.documentId} data-document={d.name}>
+                <th scope="row">{d.name}</th>
+                <td>{kindLabel(d.kind)}</td>
+                <td>{DocumentFormat[d.format]}</td>
+                <td>{d.rows}</td>
+                <td>
+                  <code>{d.author}</code>
+                </td>
+                <td>
+                  <time dateTime={isoTime(d.createdAt)}>{formatTime(d.createdAt)}</time>
+                </td>
                 {canAuthor && (
-                  <th scope="col">
-                    <span className="visually-hidden">Actions</span>
-                  </th>
+                  <td>
+                    <button type="button" className="danger small-button" aria-label={`Delete ${d.name}`} disabled={remove.isPending} onClick={() => remove.mutate({ documentId: d.documentId })}>
+                      Delete
+                    </button>
+                  </td>
                 )}
               </tr>
-            </thead>
-            <tbody>
-              {docs.data.documents.map((d) => (
-                <tr key={d.documentId} data-document={d.name}>
-                  <th scope="row">{d.name}</th>
-                  <td>{kindLabel(d.kind)}</td>
-                  <td>{DocumentFormat[d.format]}</td>
-                  <td>{d.rows}</td>
-                  <td>
-                    <code>{d.author}</code>
-                  </td>
-                  <td>
-                    <time dateTime={isoTime(d.createdAt)}>{formatTime(d.createdAt)}</time>
-                  </td>
-                  {canAuthor && (
-                    <td>
-                      <button type="button" className="danger small-button" aria-label={`Delete ${d.name}`} disabled={remove.isPending} onClick={() => remove.mutate({ documentId: d.documentId })}>
-                        Delete
-                      </button>
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+            ))}
+          </tbody>
+        </ScrollTable>
       )}
       <ApiError error={remove.error} title="The document could not be deleted" />
     </section>

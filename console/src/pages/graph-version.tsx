@@ -10,6 +10,7 @@ import { Link } from "../components/link";
 import { VersionFactItems } from "../components/version-facts";
 import { cellText, diffGraphs, readGraph, SECTIONS, type GraphRows } from "../graph-model";
 import { GRAPH_STATE } from "./governance";
+import { ScrollTable } from "../components/scroll-table";
 import "../authoring.css";
 
 /** /governance/versions/:version: one graph version as a picture and as tables, its difference from the active one, approve and publish. */
@@ -114,29 +115,17 @@ function Lifecycle({ v }: { v: AuthorityGraph }) {
 
 function RowsTable({ caption, columns, rows, testId }: { caption: string; columns: readonly string[]; rows: Record<string, unknown>[]; testId?: string }) {
   return (
-    <div className="table-wrap" tabIndex={0} role="group" aria-label={`${caption} (scrollable)`}>
-      <table data-testid={testId}>
-        <caption>{caption}</caption>
-        <thead>
-          <tr>
+    <ScrollTable label={caption} testId={testId} caption={caption} columns={columns}>
+      <tbody>
+        {rows.map((r, i) => (
+          <tr key={i}>
             {columns.map((c) => (
-              <th key={c} scope="col">
-                {c}
-              </th>
+              <td key={c}>{cellText(r[c])}</td>
             ))}
           </tr>
-        </thead>
-        <tbody>
-          {rows.map((r, i) => (
-            <tr key={i}>
-              {columns.map((c) => (
-                <td key={c}>{cellText(r[c])}</td>
-              ))}
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+        ))}
+      </tbody>
+    </ScrollTable>
   );
 }
 

@@ -4,6 +4,7 @@ import { useCan } from "../api/hooks";
 import { usePolicies } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import "../authoring.css";
 
 /** A version state's wire name ("in_review"), as the API documents it. */
@@ -52,41 +53,31 @@ export function PoliciesPage() {
         ) : policies.data.policies.length === 0 ? (
           <p className="empty">No policy yet.</p>
         ) : (
-          <div className="table-wrap" tabIndex={0} role="group" aria-label="Policies (scrollable)">
-            <table data-testid="policies">
-              <thead>
-                <tr>
-                  <th scope="col">Policy</th>
-                  <th scope="col">Description</th>
-                  <th scope="col">Active version</th>
-                  <th scope="col">Newest version</th>
-                </tr>
-              </thead>
-              <tbody>
-                {policies.data.policies.map((p) => {
-                  const latest = latestVersion(p);
-                  return (
-                    <tr key={p.policyKey} data-policy={p.policyKey}>
-                      <th scope="row">
-                        <Link to={`/policies/${p.policyKey}`}>{p.policyKey}</Link>
-                      </th>
-                      <td>{p.description || "—"}</td>
-                      <td data-testid="active-version">{p.activeVersion ? `v${p.activeVersion}` : "none"}</td>
-                      <td>
-                        {latest ? (
-                          <>
-                            v{latest.version} <span className={`state state-${POLICY_STATE[latest.state]}`}>{POLICY_STATE[latest.state]}</span>
-                          </>
-                        ) : (
-                          "—"
-                        )}
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+          <ScrollTable label="Policies" testId="policies" columns={["Policy", "Description", "Active version", "Newest version"]}>
+            <tbody>
+              {policies.data.policies.map((p) => {
+                const latest = latestVersion(p);
+                return (
+                  <tr key={p.policyKey} data-policy={p.policyKey}>
+                    <th scope="row">
+                      <Link to={`/policies/${p.policyKey}`}>{p.policyKey}</Link>
+                    </th>
+                    <td>{p.description || "—"}</td>
+                    <td data-testid="active-version">{p.activeVersion ? `v${p.activeVersion}` : "none"}</td>
+                    <td>
+                      {latest ? (
+                        <>
+                          v{latest.version} <span className={`state state-${POLICY_STATE[latest.state]}`}>{POLICY_STATE[latest.state]}</span>
+                        </>
+                      ) : (
+                        "—"
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </ScrollTable>
         )}
       </section>
     </main>

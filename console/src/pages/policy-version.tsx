@@ -12,6 +12,7 @@ import { VersionFactItems } from "../components/version-facts";
 import { currentCredential } from "../session";
 import { POLICY_STATE } from "./policies";
 import { sourceText } from "./policy-editor";
+import { ScrollTable } from "../components/scroll-table";
 import "../authoring.css";
 
 /** /policies/:key/versions/:version: the rules document and its Rego, the lifecycle, and a replay. */
@@ -199,33 +200,23 @@ function Replay({ policyKey, version }: { policyKey: string; version: number }) 
             </ul>
           )}
           {r.flipped.length > 0 && (
-            <div className="table-wrap" tabIndex={0} role="group" aria-label="Flipped decisions (scrollable)">
-              <table data-testid="flips">
-                <caption>Decisions that would change, newest first</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Decision</th>
-                    <th scope="col">Recorded</th>
-                    <th scope="col">Replayed</th>
+            <ScrollTable label="Flipped decisions" testId="flips" caption="Decisions that would change, newest first" columns={["Decision", "Recorded", "Replayed"]}>
+              <tbody>
+                {r.flipped.map((f) => (
+                  <tr key={f.decisionId} data-decision-id={f.decisionId}>
+                    <th scope="row">
+                      <code>{f.decisionId}</code>
+                    </th>
+                    <td>
+                      <span className={`outcome-${OUTCOME(f.old?.outcome ?? Outcome.UNSPECIFIED)}`}>{OUTCOME(f.old?.outcome ?? Outcome.UNSPECIFIED)}</span> <code>{f.old?.reason}</code>
+                    </td>
+                    <td>
+                      <span className={`outcome-${OUTCOME(f.new?.outcome ?? Outcome.UNSPECIFIED)}`}>{OUTCOME(f.new?.outcome ?? Outcome.UNSPECIFIED)}</span> <code>{f.new?.reason}</code>
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {r.flipped.map((f) => (
-                    <tr key={f.decisionId} data-decision-id={f.decisionId}>
-                      <th scope="row">
-                        <code>{f.decisionId}</code>
-                      </th>
-                      <td>
-                        <span className={`outcome-${OUTCOME(f.old?.outcome ?? Outcome.UNSPECIFIED)}`}>{OUTCOME(f.old?.outcome ?? Outcome.UNSPECIFIED)}</span> <code>{f.old?.reason}</code>
-                      </td>
-                      <td>
-                        <span className={`outcome-${OUTCOME(f.new?.outcome ?? Outcome.UNSPECIFIED)}`}>{OUTCOME(f.new?.outcome ?? Outcome.UNSPECIFIED)}</span> <code>{f.new?.reason}</code>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+                ))}
+              </tbody>
+            </ScrollTable>
           )}
           <p className="muted small">
             Evaluated: {Object.entries(r.policyVersions).map(([k, n]) => `${k} v${n}`).join(", ")}

@@ -7,6 +7,7 @@ import { useCreatePrincipal } from "../api/organization";
 import { Field, fieldError } from "../components/agent-fields";
 import { ApiError, Loading } from "../components/api-error";
 import { Link } from "../components/link";
+import { ScrollTable } from "../components/scroll-table";
 import { formatTime, isoTime } from "../format";
 import "../authoring.css";
 import "../agents.css";
@@ -132,34 +133,23 @@ function PrincipalList() {
       ) : list.length === 0 ? (
         <p className="empty">No principal yet.</p>
       ) : (
-        <div className="table-wrap" tabIndex={0} role="group" aria-label="Principals (scrollable)">
-          <table data-testid="principals" className="wide">
-            <thead>
-              <tr>
-                <th scope="col">Display name</th>
-                <th scope="col">Kind</th>
-                <th scope="col">External ref</th>
-                <th scope="col">Principal id</th>
-                <th scope="col">Created</th>
+        <ScrollTable label="Principals" testId="principals" className="wide" columns={["Display name", "Kind", "External ref", "Principal id", "Created"]}>
+          <tbody>
+            {list.map((p) => (
+              <tr key={p.principalId} data-principal-id={p.principalId}>
+                <th scope="row">{p.displayName}</th>
+                <td>{kindLabel(p.kind)}</td>
+                <td>{p.externalRef ? <code>{p.externalRef}</code> : "—"}</td>
+                <td>
+                  <code>{p.principalId}</code>
+                </td>
+                <td>
+                  <time dateTime={isoTime(p.createdAt)}>{formatTime(p.createdAt)}</time>
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {list.map((p) => (
-                <tr key={p.principalId} data-principal-id={p.principalId}>
-                  <th scope="row">{p.displayName}</th>
-                  <td>{kindLabel(p.kind)}</td>
-                  <td>{p.externalRef ? <code>{p.externalRef}</code> : "—"}</td>
-                  <td>
-                    <code>{p.principalId}</code>
-                  </td>
-                  <td>
-                    <time dateTime={isoTime(p.createdAt)}>{formatTime(p.createdAt)}</time>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+            ))}
+          </tbody>
+        </ScrollTable>
       )}
       {principals.hasNextPage && (
         <button type="button" className="secondary" onClick={() => void principals.fetchNextPage()} disabled={principals.isFetchingNextPage}>
