@@ -102,11 +102,12 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
   if (!databaseUrl) {
     logger.info({ data_dir: config.dataDir }, "DATABASE_URL unset: starting embedded Postgres");
     embedded = await needs("the embedded Postgres", `MANDATE_DATA_DIR=${config.dataDir}`, () =>
-      startEmbeddedPostgres(
-        config.dataDir,
-        (msg) => logger.debug({ postgres: msg }),
-        (msg) => logger.warn(msg),
-      ),
+      startEmbeddedPostgres(config.dataDir, {
+        log: (msg) => logger.debug({ postgres: msg }),
+        warn: (msg) => logger.warn(msg),
+        // close() stops it, last.
+        ownerStops: true,
+      }),
     );
     databaseUrl = embedded.serviceUrl;
     migrationUrl = embedded.ownerUrl;

