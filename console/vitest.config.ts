@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import { clientSourceAlias } from "../vitest.config.js";
+import { clientSourceAlias, testForks } from "../vitest.config.js";
 
 // The console's browser journeys (scripts/test-console.sh), apart from the root suite: they need
 // console/dist built first, and drive Debian's Chromium. Same global setup (shared Postgres, Redis).
@@ -13,5 +13,6 @@ export default defineConfig({
     testTimeout: 180_000,
     hookTimeout: 120_000,
     pool: "forks",
+    maxWorkers: testForks,
   },
 });
