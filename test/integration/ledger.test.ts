@@ -160,6 +160,23 @@ describe("Ledger (Postgres): decisions", () => {
     expect(await decisions.get(org.organizationId, item.decision.decision_id)).toBeNull();
   });
 
+  it("never records a decision whose agent is not its certificate's (an unknown one or another), nor one of an unknown organization, and fails no neighbour", async () => {
+    // The decision rows have no foreign keys (migration 016): the statements check what they checked, and more.
+    const before = (await chainOf(orgs[0]!.organizationId)).length;
+    const unknownAgent = await draft(agents[0]!, { agent_id: newId("agt") });
+    const otherAgent = await draft(agents[0]!, { agent_id: agents[1]!.agentId });
+    const unknownOrganization = await draft(agents[0]!, { organization_id: newId("org") });
+    const neighbour = await draft(agents[0]!);
+    const results = await Promise.allSettled([unknownAgent, otherAgent, unknownOrganization, neighbour].map((item, i) => replicas[i % 2]!.recordDecision(item)));
+    for (const r of results.slice(0, 2)) expect(r).toMatchObject({ status: "rejected", reason: { message: expect.stringMatching(/names agent .* but its certificate is/) } });
+    expect(results[2]).toEqual({ status: "fulfilled", value: { refused: "organization_suspended" } });
+    expect(results[3]).toMatchObject({ status: "fulfilled", value: { recorded: "decision" } });
+    for (const item of [unknownAgent, otherAgent, unknownOrganization]) {
+      expect(await decisions.get(item.decision.organization_id, item.decision.decision_id)).toBeNull();
+    }
+    expect((await expectIntactChain(orgs[0]!.organizationId)).length - before).toBe(1);
+  });
+
   it("refuses a decision of an organization suspended before it commits (organization_suspended), on the checked and the locking path, writing nothing and failing no neighbour", async () => {
     const org = await newOrgFixture(svc);
     const [agent, held] = await Promise.all([newAgent(svc, org, "active"), newAgent(svc, org, "suspended")]);

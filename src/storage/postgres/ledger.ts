@@ -7,7 +7,7 @@ import { capabilitiesInsert, capabilitiesInsertValues, capabilitySql, CONSUMABLE
 import type { Database, Queryable } from "./database.js";
 import { decisionsInsert, decisionsInsertValues, decisionSql, type DecisionToWrite } from "./decisions.js";
 import type { EvidenceChain } from "./evidence-chain.js";
-import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, jsonLines, type HeadMove } from "./evidence.js";
+import { evidenceInsert, evidenceInsertValues, headMoveCtes, headMoveValues, jsonLines, toJsonLines, type HeadMove } from "./evidence.js";
 import { GroupCommit, waitForCompany } from "./group-commit.js";
 
 /**
@@ -192,6 +192,20 @@ function decisionEntry(decision: DecisionToWrite, payload: Record<string, unknow
 /** States in which a certificate and its agent may still have a decision recorded. */
 const signerMayRecord = (s: { cert_state: string; agent_state: string }) => s.cert_state !== "replaced" && (s.agent_state === "active" || s.agent_state === "suspended");
 
+/** The first of `values` for each distinct key, in order. */
+function distinctBy<T>(values: readonly T[], key: (value: T) => string): T[] {
+  const seen = new Map<string, T>();
+  for (const v of values) {
+    const k = key(v);
+    if (!seen.has(k)) seen.set(k, v);
+  }
+  return [...seen.values()];
+}
+
+/** What a decision's evaluation must still match when it is recorded (see evaluatedOnCurrent). */
+const contextKey = (d: DecisionToWrite): string =>
+  JSON.stringify([d.organization_id, d.action, d.bundle_digest, d.graph_version, d.policy_versions, d.integration_id, d.contract_version]);
+
 const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
   organizationOf: (item) => item.decision.organization_id,
   entry: (item) => decisionEntry(item.decision, item.payload),
@@ -203,9 +217,11 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
 
   /**
    * For each organization that is still active, whose chain head is still where its move
-   * expects it, whose signing certificates and their agents are all still active, and each of
-   * whose decisions names the policy head and integration contract still current for its
-   * action: its decisions and records are stored and its head moved on. The signers' agents
+   * expects it, whose signing certificates and their agents are all still active (each decision
+   * naming its certificate's agent), and each of whose decisions names the policy head and
+   * integration contract still current for its action: its decisions and records are stored and
+   * its head moved on. These checks are what the decision rows' foreign keys checked before
+   * (migration 016). The signers' agents
    * are share-locked first, in the order lifecycle transitions lock them, then the heads in
    * organization order: a transition in flight is waited for, and two such statements never
    * deadlock. The organization's state needs no lock: a suspension appends its record to the
@@ -215,12 +231,14 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
    */
   async checked(q, items, records, moves) {
     const ds = items.map((i) => i.decision);
-    const signers = new Map(items.map((i) => [i.certificateId, i.decision.organization_id]));
+    const signers = distinctBy(items, (i) => `${i.certificateId}\n${i.decision.agent_id}`);
+    // Every decision of a group usually shares its organization's context: each one is checked once.
+    const contexts = distinctBy(ds, contextKey);
     const { rows } = await q.query<{ organization_id: string }>({
       name: "ledger_decisions",
       text: checkedStatement({
         before: `live_signers AS (
-               SELECT c.certificate_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
+               SELECT c.certificate_id, c.agent_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
                 WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
                 ORDER BY a.agent_id
                   FOR SHARE OF a
@@ -228,13 +246,13 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
              -- Organizations no longer active, with a signer no longer active, or with a decision
              -- evaluated against a policy head or integration contract that is no longer current.
              refused AS (
-               SELECT s.organization_id FROM unnest($25::text[], $26::text[]) AS s(certificate_id, organization_id)
-                WHERE s.certificate_id NOT IN (SELECT certificate_id FROM live_signers)
+               SELECT s.organization_id FROM unnest($25::text[], $26::text[], $27::text[]) AS s(certificate_id, organization_id, agent_id)
+                WHERE (s.certificate_id, s.agent_id) NOT IN (SELECT certificate_id, agent_id FROM live_signers)
                UNION
                SELECT o.organization_id FROM organizations o WHERE o.organization_id = ANY($26::text[]) AND o.state <> 'active'
                UNION
                SELECT d.organization_id
-                 FROM unnest($9::text[], $14::text[], ${jsonLines(19)}::jsonb[], $20::int[], $21::text[], $22::text[], $23::int[])
+                 FROM unnest($28::text[], $29::text[], ${jsonLines(30)}::jsonb[], $31::int[], $32::text[], $33::text[], $34::int[])
                       AS d(organization_id, action, policy_versions, graph_version, bundle_digest, integration_id, contract_version)
                  LEFT JOIN policy_heads h ON h.organization_id = d.organization_id
                  LEFT JOIN integration_actions ia ON ia.organization_id = d.organization_id AND ia.action = d.action
@@ -243,12 +261,26 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
                    OR h.policy_versions IS DISTINCT FROM d.policy_versions
                    OR ia.integration_id IS DISTINCT FROM d.integration_id OR cv.version IS DISTINCT FROM d.contract_version
              )`,
-        movesAt: 27,
+        movesAt: 35,
         condition: "m.organization_id NOT IN (SELECT organization_id FROM refused)",
         writes: [`decisions AS (${decisionsInsert(7, "WHERE d.organization_id IN (SELECT organization_id FROM head)")})`],
         result: "SELECT organization_id FROM head",
       }),
-      values: [...evidenceInsertValues(records), ...decisionsInsertValues(ds, records), [...signers.keys()], [...signers.values()], ...headMoveValues(moves)],
+      values: [
+        ...evidenceInsertValues(records),
+        ...decisionsInsertValues(ds, records),
+        signers.map((i) => i.certificateId),
+        signers.map((i) => i.decision.organization_id),
+        signers.map((i) => i.decision.agent_id),
+        contexts.map((d) => d.organization_id),
+        contexts.map((d) => d.action),
+        toJsonLines(contexts.map((d) => d.policy_versions)),
+        contexts.map((d) => d.graph_version),
+        contexts.map((d) => d.bundle_digest),
+        contexts.map((d) => d.integration_id),
+        contexts.map((d) => d.contract_version),
+        ...headMoveValues(moves),
+      ],
     });
     const written = new Set(rows.map((r) => r.organization_id));
     const results = new Map<DecisionToRecord, DecisionRecording>();
@@ -273,7 +305,9 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
     const results: (DecisionRecording | null)[] = [];
     const admitted: { at: number; recorded: "decision" | "ifSuspended"; decision: DecisionToWrite; payload: Record<string, unknown> }[] = [];
     items.forEach((item, at) => {
-      const signer = signers.get(item.certificateId) ?? { cert_state: "replaced", agent_state: "revoked" };
+      const signer = signers.get(item.certificateId) ?? { agent_id: item.decision.agent_id, cert_state: "replaced", agent_state: "revoked" };
+      // What the agent foreign key checked before (migration 016), and more: the very agent.
+      if (signer.agent_id !== item.decision.agent_id) throw new Error(`decision ${item.decision.decision_id} names agent ${item.decision.agent_id}, but its certificate is ${signer.agent_id}'s`);
       if (!signerMayRecord(signer)) {
         results.push({ refused: "signer_inactive", certState: signer.cert_state, agentState: signer.agent_state });
         return;
