@@ -1,7 +1,37 @@
+import { constants } from "node:os";
 import { startApp } from "./app.js";
 import { loadConfig } from "./config.js";
 
-let app: Awaited<ReturnType<typeof startApp>>;
+type App = Awaited<ReturnType<typeof startApp>>;
+
+/** Drains and stops the service, then exits: 0 once everything stopped, 1 if something failed. */
+function shutDown(app: App, signal: NodeJS.Signals): void {
+  app.logger.info({ signal }, "shutting down");
+  app.close().then(
+    () => process.exit(0),
+    (err) => {
+      app.logger.error({ err }, "shutdown failed");
+      process.exit(1);
+    },
+  );
+}
+
+let app: App | undefined;
+let stopSignal: NodeJS.Signals | undefined;
+// Listening before start-up, so that no signal ever finds the process without a handler: start-up
+// takes the embedded Postgres's own exit hook away (the service stops the cluster after draining),
+// and a signal in between would kill the service with its cluster still running. A signal during
+// start-up stops the service once it has started; a second one exits at once. SIGHUP too: a closed
+// terminal drains like Ctrl-C.
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  process.on(signal, () => {
+    if (!app && stopSignal) process.exit(128 + constants.signals[signal]);
+    if (stopSignal) return;
+    stopSignal = signal;
+    if (app) shutDown(app, signal);
+    else process.stderr.write(`mandate: ${signal} while starting: stopping once started (${signal} again stops at once)\n`);
+  });
+}
 try {
   app = await startApp(loadConfig());
 } catch (err) {
@@ -9,18 +39,4 @@ try {
   process.stderr.write(`mandate: could not start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 }
-let stopping = false;
-for (const signal of ["SIGTERM", "SIGINT"] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    app.logger.info({ signal }, "shutting down");
-    app.close().then(
-      () => process.exit(0),
-      (err) => {
-        app.logger.error({ err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
-  });
-}
+if (stopSignal) shutDown(app, stopSignal);

@@ -14,7 +14,7 @@ const usage = `usage: mandate serve
 Runs the service in the foreground, configured by environment variables exactly as
 \`npm start\` is (README, Configuration): PORT (8080), HOST (127.0.0.1), DATABASE_URL
 (unset: an embedded Postgres in MANDATE_DATA_DIR, default ./.mandate), REDIS_URL, ...
-The opa CLI is MANDATE_OPA_PATH, else \`opa\` on PATH. SIGTERM or SIGINT stops it gracefully.`;
+The opa CLI is MANDATE_OPA_PATH, else \`opa\` on PATH. SIGTERM, SIGINT or SIGHUP stops it gracefully.`;
 
 /**
  * `mandate serve`: the service as its own Node process with SERVICE_NODE_FLAGS (Node options
@@ -30,13 +30,13 @@ export const serveCommand: CliCommand = {
     const entry = fileURLToPath(new URL(fromSource ? "../main.ts" : "../main.js", import.meta.url));
     const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(fromSource ? ["--import", "tsx"] : []), entry], { stdio: "inherit" });
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
-    process.on("SIGTERM", forward).on("SIGINT", forward);
+    process.on("SIGTERM", forward).on("SIGINT", forward).on("SIGHUP", forward);
     return new Promise((resolve) => {
       child.once("error", (err) => {
         process.stderr.write(`mandate serve: cannot start node: ${err.message}\n`);
         resolve(EXIT_ERROR);
       });
-      child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGTERM" || signal === "SIGINT" ? 0 : EXIT_ERROR)));
+      child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGTERM" || signal === "SIGINT" || signal === "SIGHUP" ? 0 : EXIT_ERROR)));
     });
   },
 };

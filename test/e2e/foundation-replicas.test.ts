@@ -102,6 +102,24 @@ describe("npm start's default: the embedded Postgres", () => {
   });
 });
 
+describe("a closed terminal (SIGHUP to the service)", () => {
+  it("stops it as SIGTERM does: it shuts down, stops the embedded Postgres cleanly and exits 0", async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), "mandate-hangup-"));
+    await chmod(dataDir, 0o777);
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    const svc = await track(spawnService({ PORT: String(await freePort()), MANDATE_DATA_DIR: dataDir, MANDATE_OPERATOR_KEY: "op_hangup_test" }));
+    // The service is the postmaster's parent (under the tsx wrapper); a terminal's hangup reaches it directly.
+    const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
+    const service = Number(readFileSync(`/proc/${postmaster}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    process.kill(service, "SIGHUP");
+    await waitFor("the service to exit", () => svc.child.exitCode !== null || svc.child.signalCode !== null);
+    expect(await svc.stop(), svc.output.slice(-30).join("\n")).toEqual({ code: 0, signal: null });
+    expect(svc.output.some((l) => l.includes('"shutting down"') && l.includes('"SIGHUP"')), svc.output.join("\n")).toBe(true);
+    expect(processesMentioning(dataDir)).toEqual([]);
+    expect(existsSync(path.join(dataDir, "postgres", "postmaster.pid")), "postmaster.pid left behind").toBe(false);
+  });
+});
+
 describe("after a SIGKILL, the embedded Postgres left running", () => {
   it("is recognised as this data folder's, stopped, and started again: the next start serves the same data", async () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), "mandate-orphan-"));

@@ -95,18 +95,18 @@ describe("the embedded Postgres", () => {
     expect(statSync(path.join(dir, "postgres.password")).mode & 0o777).toBe(0o600);
   });
 
-  it("with ownerStops, is still there after SIGTERM until its owner stops it (the service drains first)", async () => {
+  it.each(["SIGTERM", "SIGHUP"] as const)("with ownerStops, is still there after %s until its owner stops it (the service drains first)", async (signal) => {
     const dir = await dataDir("mandate-embedded-owner-");
-    // A process that owns a cluster as the service does: on SIGTERM it still queries it, then stops it.
+    // A process that owns a cluster as the service does: on the signal it still queries it, then stops it.
     const script = `
       import pg from "pg";
       import { startEmbeddedPostgres } from ${JSON.stringify(path.join(repoRoot, "src/storage/postgres/embedded.ts"))};
       const db = await startEmbeddedPostgres(${JSON.stringify(dir)}, { ownerStops: true });
-      process.on("SIGTERM", async () => {
+      process.on(${JSON.stringify(signal)}, async () => {
         const client = new pg.Client({ connectionString: db.url });
         try {
           await client.connect();
-          const { rows } = await client.query("SELECT 'after SIGTERM' AS answer");
+          const { rows } = await client.query("SELECT 'after the signal' AS answer");
           console.log("answered " + rows[0].answer);
         } catch (err) {
           console.log("refused " + err.message);
@@ -128,9 +128,9 @@ describe("the embedded Postgres", () => {
       });
       void exited.then((code) => reject(new Error(`exited with ${code} before it was ready: ${lines.join("\n")}`)));
     });
-    child.kill("SIGTERM");
+    child.kill(signal);
     expect(await exited, lines.join("\n")).toBe(0);
-    expect(lines).toContain("answered after SIGTERM");
+    expect(lines).toContain("answered after the signal");
     expect(processesMentioning(path.join(dir, "postgres")), "the owner stopped it").toEqual([]);
   });
 });

