@@ -40,13 +40,13 @@ export const decisionSql = {
   /**
    * Share-locks the signing agents of a group (ascending agent_id, the order
    * lifecycle transitions lock them in too) and returns each certificate's
-   * agent, its current state and its agent's. Held until commit, so a revocation either
+   * agent and organization, its current state and its agent's. Held until commit, so a revocation either
    * commits before these decisions (and they see it) or waits for them.
    */
-  async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, { agent_id: string; cert_state: string; agent_state: string }>> {
-    const { rows } = await q.query<{ certificate_id: string; agent_id: string; cert_state: string; agent_state: string }>({
+  async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, { agent_id: string; organization_id: string; cert_state: string; agent_state: string }>> {
+    const { rows } = await q.query<{ certificate_id: string; agent_id: string; organization_id: string; cert_state: string; agent_state: string }>({
       name: "decisions_lock_signers",
-      text: `SELECT c.certificate_id, c.agent_id, c.state AS cert_state, a.state AS agent_state
+      text: `SELECT c.certificate_id, c.agent_id, c.organization_id, c.state AS cert_state, a.state AS agent_state
          FROM certificates c JOIN agents a USING (agent_id)
         WHERE c.certificate_id = ANY($1::text[])
         ORDER BY a.agent_id

@@ -218,10 +218,10 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
   /**
    * For each organization that is still active, whose chain head is still where its move
    * expects it, whose signing certificates and their agents are all still active (each decision
-   * naming its certificate's agent), and each of whose decisions names the policy head and
-   * integration contract still current for its action: its decisions and records are stored and
-   * its head moved on. These checks are what the decision rows' foreign keys checked before
-   * (migration 016). The signers' agents
+   * naming its certificate's agent and organization), and each of whose decisions names the
+   * policy head and integration contract still current for its action: its decisions and records
+   * are stored and its head moved on (these checks cover what the decision rows' foreign keys
+   * checked before migration 016). The signers' agents
    * are share-locked first, in the order lifecycle transitions lock them, then the heads in
    * organization order: a transition in flight is waited for, and two such statements never
    * deadlock. The organization's state needs no lock: a suspension appends its record to the
@@ -231,14 +231,14 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
    */
   async checked(q, items, records, moves) {
     const ds = items.map((i) => i.decision);
-    const signers = distinctBy(items, (i) => `${i.certificateId}\n${i.decision.agent_id}`);
+    const signers = distinctBy(items, (i) => `${i.certificateId}\n${i.decision.agent_id}\n${i.decision.organization_id}`);
     // Every decision of a group usually shares its organization's context: each one is checked once.
     const contexts = distinctBy(ds, contextKey);
     const { rows } = await q.query<{ organization_id: string }>({
       name: "ledger_decisions",
       text: checkedStatement({
         before: `live_signers AS (
-               SELECT c.certificate_id, c.agent_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
+               SELECT c.certificate_id, c.agent_id, c.organization_id FROM certificates c JOIN agents a ON a.agent_id = c.agent_id
                 WHERE c.certificate_id = ANY($25::text[]) AND c.state = 'active' AND a.state = 'active'
                 ORDER BY a.agent_id
                   FOR SHARE OF a
@@ -247,7 +247,7 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
              -- evaluated against a policy head or integration contract that is no longer current.
              refused AS (
                SELECT s.organization_id FROM unnest($25::text[], $26::text[], $27::text[]) AS s(certificate_id, organization_id, agent_id)
-                WHERE (s.certificate_id, s.agent_id) NOT IN (SELECT certificate_id, agent_id FROM live_signers)
+                WHERE (s.certificate_id, s.agent_id, s.organization_id) NOT IN (SELECT certificate_id, agent_id, organization_id FROM live_signers)
                UNION
                SELECT o.organization_id FROM organizations o WHERE o.organization_id = ANY($26::text[]) AND o.state <> 'active'
                UNION
@@ -305,9 +305,12 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
     const results: (DecisionRecording | null)[] = [];
     const admitted: { at: number; recorded: "decision" | "ifSuspended"; decision: DecisionToWrite; payload: Record<string, unknown> }[] = [];
     items.forEach((item, at) => {
-      const signer = signers.get(item.certificateId) ?? { agent_id: item.decision.agent_id, cert_state: "replaced", agent_state: "revoked" };
-      // What the agent foreign key checked before (migration 016), and more: the very agent.
-      if (signer.agent_id !== item.decision.agent_id) throw new Error(`decision ${item.decision.decision_id} names agent ${item.decision.agent_id}, but its certificate is ${signer.agent_id}'s`);
+      const { agent_id, organization_id } = item.decision;
+      const signer = signers.get(item.certificateId) ?? { agent_id, organization_id, cert_state: "replaced", agent_state: "revoked" };
+      // What the foreign keys checked before migration 016, and more: the very agent and organization.
+      if (signer.agent_id !== item.decision.agent_id || signer.organization_id !== item.decision.organization_id) {
+        throw new Error(`decision ${item.decision.decision_id} names agent ${item.decision.agent_id} of ${item.decision.organization_id}, but its certificate is ${signer.agent_id}'s of ${signer.organization_id}`);
+      }
       if (!signerMayRecord(signer)) {
         results.push({ refused: "signer_inactive", certState: signer.cert_state, agentState: signer.agent_state });
         return;
