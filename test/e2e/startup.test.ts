@@ -1,5 +1,6 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { repoRoot, serviceNodeFlags, spawnService, type ServiceProcess } from "../support/process.js";
@@ -90,6 +91,110 @@ describe("start-up", () => {
     const redisWarning = await waitForLine(svc, (e) => typeof e.msg === "string" && e.msg.startsWith("Redis (REDIS_URL, 127.0.0.1:1) is unreachable"));
     expect(redisWarning.level).toBe(40);
     expect((await fetch(`${svc.baseUrl}/readyz`)).status).toBe(200);
+  });
+});
+
+describe("a signal while starting", () => {
+  /**
+   * A TCP door to the test Postgres that holds its first connection until `release()`: the
+   * service's start-up waits there, long after main.ts has installed its signal handlers.
+   */
+  async function heldDatabase(): Promise<{ url: string; held: Promise<void>; release(): void; close(): void }> {
+    const real = new URL(await createTestDatabase("startup"));
+    const socketDir = real.searchParams.get("host");
+    const upstream = () => (socketDir?.startsWith("/") ? net.connect(path.join(socketDir, `.s.PGSQL.${real.port}`)) : net.connect(Number(real.port), real.hostname));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let first!: () => void;
+    const held = new Promise<void>((resolve) => (first = resolve));
+    let connections = 0;
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((client) => {
+      sockets.add(client);
+      client.on("error", () => undefined);
+      const wait = connections++ === 0 ? (first(), released) : Promise.resolve();
+      void wait.then(() => {
+        const pg = upstream();
+        sockets.add(pg);
+        pg.on("error", () => client.destroy());
+        client.pipe(pg).pipe(client);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const door = new URL(real);
+    door.hostname = "127.0.0.1";
+    door.port = String((server.address() as net.AddressInfo).port);
+    door.searchParams.delete("host");
+    return {
+      url: door.toString(),
+      held,
+      release,
+      close() {
+        for (const s of sockets) s.destroy();
+        server.close();
+      },
+    };
+  }
+
+  /** The service (as the other cases here run it), its output lines, and its exit. */
+  function start(databaseUrl: string): { child: ChildProcess; lines: string[]; exited: Promise<number | null>; line(match: RegExp): Promise<void> } {
+    const child = spawn(path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"], {
+      cwd: repoRoot,
+      // A long database timeout: the held connection must not fail start-up while the test signals.
+      env: { PATH: process.env.PATH!, HOME: process.env.HOME!, LOG_LEVEL: "info", PORT: "0", DATABASE_URL: databaseUrl, MANDATE_DATABASE_TIMEOUT_MS: "60000" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const lines: string[] = [];
+    const waiting: { match: RegExp; resolve(): void }[] = [];
+    const onData = (d: Buffer) => {
+      lines.push(...d.toString().split("\n").filter(Boolean));
+      for (const w of waiting) if (lines.some((l) => w.match.test(l))) w.resolve();
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const written = (match: RegExp) => new Promise<void>((resolve) => (lines.some((l) => match.test(l)) ? resolve() : waiting.push({ match, resolve })));
+    const line = (match: RegExp) =>
+      Promise.race([
+        written(match),
+        exited.then((code) => {
+          throw new Error(`exited (${code}) before writing ${match}:\n${lines.join("\n")}`);
+        }),
+      ]);
+    return { child, lines, exited, line };
+  }
+
+  it("stops the service once it has started (drained, exit 0)", async () => {
+    const db = await heldDatabase();
+    try {
+      const svc = start(db.url);
+      await db.held;
+      svc.child.kill("SIGTERM");
+      await svc.line(/SIGTERM while starting: stopping once started/);
+      db.release();
+      expect(await svc.exited, svc.lines.join("\n")).toBe(0);
+      const order = ["listening", "shutting down"].map((msg) => svc.lines.findIndex((l) => l.includes(`"msg":"${msg}"`)));
+      expect(order[0], svc.lines.join("\n")).toBeGreaterThanOrEqual(0);
+      expect(order[1]).toBeGreaterThan(order[0]!);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("a second signal exits at once, without waiting for start-up", async () => {
+    const db = await heldDatabase();
+    try {
+      const svc = start(db.url);
+      await db.held;
+      svc.child.kill("SIGINT");
+      await svc.line(/SIGINT while starting/);
+      svc.child.kill("SIGINT");
+      // Start-up is still held at the database: only the second signal can have ended it.
+      expect(await svc.exited, svc.lines.join("\n")).toBe(130);
+      expect(svc.lines.some((l) => l.includes('"msg":"listening"'))).toBe(false);
+    } finally {
+      db.close();
+    }
   });
 });
 
