@@ -164,13 +164,24 @@ describe("a signal while starting", () => {
     return { child, lines, exited, line };
   }
 
-  it("stops the service once it has started (drained, exit 0)", async () => {
+  /** The service on a held database, signalled once while starting (it has said so); close `db` after. */
+  async function signalledWhileStarting(signal: NodeJS.Signals): Promise<{ db: Awaited<ReturnType<typeof heldDatabase>>; svc: ReturnType<typeof start> }> {
     const db = await heldDatabase();
     try {
       const svc = start(db.url);
       await db.held;
-      svc.child.kill("SIGTERM");
-      await svc.line(/SIGTERM while starting: stopping once started/);
+      svc.child.kill(signal);
+      await svc.line(new RegExp(`${signal} while starting: stopping once started`));
+      return { db, svc };
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  it("stops the service once it has started (drained, exit 0)", async () => {
+    const { db, svc } = await signalledWhileStarting("SIGTERM");
+    try {
       db.release();
       expect(await svc.exited, svc.lines.join("\n")).toBe(0);
       const order = ["listening", "shutting down"].map((msg) => svc.lines.findIndex((l) => l.includes(`"msg":"${msg}"`)));
@@ -182,12 +193,8 @@ describe("a signal while starting", () => {
   });
 
   it("a second signal exits at once, without waiting for start-up", async () => {
-    const db = await heldDatabase();
+    const { db, svc } = await signalledWhileStarting("SIGINT");
     try {
-      const svc = start(db.url);
-      await db.held;
-      svc.child.kill("SIGINT");
-      await svc.line(/SIGINT while starting/);
       svc.child.kill("SIGINT");
       // Start-up is still held at the database: only the second signal can have ended it.
       expect(await svc.exited, svc.lines.join("\n")).toBe(130);
