@@ -1,5 +1,6 @@
 import { constants } from "node:os";
 import { startApp } from "./app.js";
+import { STOP_SIGNALS } from "./base/signals.js";
 import { loadConfig } from "./config.js";
 
 type App = Awaited<ReturnType<typeof startApp>>;
@@ -21,9 +22,8 @@ let stopSignal: NodeJS.Signals | undefined;
 // Listening before start-up, so that no signal ever finds the process without a handler: start-up
 // takes the embedded Postgres's own exit hook away (the service stops the cluster after draining),
 // and a signal in between would kill the service with its cluster still running. A signal during
-// start-up stops the service once it has started; a second one exits at once. SIGHUP too: a closed
-// terminal drains like Ctrl-C.
-for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+// start-up stops the service once it has started; a second one exits at once.
+for (const signal of STOP_SIGNALS) {
   process.on(signal, () => {
     if (!app && stopSignal) process.exit(128 + constants.signals[signal]);
     if (stopSignal) return;

