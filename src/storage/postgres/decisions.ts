@@ -35,6 +35,14 @@ export function decisionsInsertValues(ds: readonly DecisionToWrite[], records: r
   ];
 }
 
+/** A signing certificate's agent and organization, its state and its agent's, as the ledger's locking path reads them. */
+interface SignerState {
+  agent_id: string;
+  organization_id: string;
+  cert_state: string;
+  agent_state: string;
+}
+
 /** SQL for decisions. */
 export const decisionSql = {
   /**
@@ -43,8 +51,8 @@ export const decisionSql = {
    * agent and organization, its current state and its agent's. Held until commit, so a revocation either
    * commits before these decisions (and they see it) or waits for them.
    */
-  async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, { agent_id: string; organization_id: string; cert_state: string; agent_state: string }>> {
-    const { rows } = await q.query<{ certificate_id: string; agent_id: string; organization_id: string; cert_state: string; agent_state: string }>({
+  async lockSigners(q: Queryable, certificateIds: readonly string[]): Promise<Map<string, SignerState>> {
+    const { rows } = await q.query<SignerState & { certificate_id: string }>({
       name: "decisions_lock_signers",
       text: `SELECT c.certificate_id, c.agent_id, c.organization_id, c.state AS cert_state, a.state AS agent_state
          FROM certificates c JOIN agents a USING (agent_id)
