@@ -23,6 +23,12 @@ afterAll(async () => {
   for (const c of cleanup) await c();
 });
 
+/** The service process whose embedded Postgres runs in `dataDir`: the postmaster's parent (under the tsx wrapper). */
+function serviceOwning(dataDir: string): number {
+  const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
+  return Number(readFileSync(`/proc/${postmaster}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+}
+
 async function track(p: Promise<ServiceProcess>): Promise<ServiceProcess> {
   const s = await p;
   running.push(s);
@@ -108,9 +114,8 @@ describe("a closed terminal (SIGHUP to the service)", () => {
     await chmod(dataDir, 0o777);
     cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
     const svc = await track(spawnService({ PORT: String(await freePort()), MANDATE_DATA_DIR: dataDir, MANDATE_OPERATOR_KEY: "op_hangup_test" }));
-    // The service is the postmaster's parent (under the tsx wrapper); a terminal's hangup reaches it directly.
-    const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
-    const service = Number(readFileSync(`/proc/${postmaster}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    // A terminal's hangup reaches the service itself, not only its wrapper.
+    const service = serviceOwning(dataDir);
     process.kill(service, "SIGHUP");
     await waitFor("the service to exit", () => svc.child.exitCode !== null || svc.child.signalCode !== null);
     expect(await svc.stop(), svc.output.slice(-30).join("\n")).toEqual({ code: 0, signal: null });
@@ -132,8 +137,7 @@ describe("after a SIGKILL, the embedded Postgres left running", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     // The service process (the postmaster's parent, under the tsx wrapper) dies without a chance
     // to stop its Postgres, which keeps running, orphaned.
-    const postmaster = Number(readFileSync(path.join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[0]);
-    const service = Number(readFileSync(`/proc/${postmaster}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+    const service = serviceOwning(dataDir);
     process.kill(service, "SIGKILL");
     await first.stop("SIGKILL");
     await waitFor("the killed service to be gone", () => !existsSync(`/proc/${service}/cmdline`) || readFileSync(`/proc/${service}/cmdline`, "utf8") === "");

@@ -14,19 +14,54 @@ import { createTestDatabase } from "../support/service.js";
 
 const version = (JSON.parse(readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { version: string }).version;
 
-/** Runs the service with `env` until it exits (it must, these starts fail); its exit code and stderr. */
-function failedStart(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"], {
-      cwd: repoRoot,
-      env: { PATH: process.env.PATH!, HOME: process.env.HOME!, LOG_LEVEL: "warn", PORT: "0", ...env },
-      stdio: ["ignore", "ignore", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("error", reject);
-    child.once("exit", (code) => resolve({ code, stderr }));
+/** The service as `npm start` runs it (src/main.ts under tsx), with exactly `env` on top of PATH and HOME. */
+function runService(env: Record<string, string>): {
+  child: ChildProcess;
+  /** Every complete line written so far, stdout and stderr together. */
+  lines: string[];
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  exited: Promise<number | null>;
+  /** Resolves once a line matches `match`; rejects if the process exits first. */
+  line(match: RegExp): Promise<void>;
+} {
+  const child = spawn(path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH!, HOME: process.env.HOME!, PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
   });
+  const lines: string[] = [];
+  let stderr = "";
+  const waiting: { match: RegExp; resolve(): void }[] = [];
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let pending = "";
+    stream.on("data", (d: Buffer) => {
+      if (stream === child.stderr) stderr += d.toString();
+      const parts = (pending + d.toString()).split("\n");
+      pending = parts.pop()!;
+      lines.push(...parts.filter(Boolean));
+      for (const w of waiting) if (lines.some((l) => w.match.test(l))) w.resolve();
+    });
+  }
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (code) => resolve(code));
+  });
+  const written = (match: RegExp) => new Promise<void>((resolve) => (lines.some((l) => match.test(l)) ? resolve() : waiting.push({ match, resolve })));
+  const line = (match: RegExp) =>
+    Promise.race([
+      written(match),
+      exited.then((code) => {
+        throw new Error(`exited (${code}) before writing ${match}:\n${lines.join("\n")}`);
+      }),
+    ]);
+  return { child, lines, stderr: () => stderr, exited, line };
+}
+
+/** Runs the service with `env` until it exits (it must, these starts fail); its exit code and stderr. */
+async function failedStart(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const svc = runService({ LOG_LEVEL: "warn", ...env });
+  return { code: await svc.exited, stderr: svc.stderr() };
 }
 
 const running: ServiceProcess[] = [];
@@ -136,39 +171,12 @@ describe("a signal while starting", () => {
     };
   }
 
-  /** The service (as the other cases here run it), its output lines, and its exit. */
-  function start(databaseUrl: string): { child: ChildProcess; lines: string[]; exited: Promise<number | null>; line(match: RegExp): Promise<void> } {
-    const child = spawn(path.join(repoRoot, "node_modules/.bin/tsx"), [...serviceNodeFlags, "src/main.ts"], {
-      cwd: repoRoot,
-      // A long database timeout: the held connection must not fail start-up while the test signals.
-      env: { PATH: process.env.PATH!, HOME: process.env.HOME!, LOG_LEVEL: "info", PORT: "0", DATABASE_URL: databaseUrl, MANDATE_DATABASE_TIMEOUT_MS: "60000" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const lines: string[] = [];
-    const waiting: { match: RegExp; resolve(): void }[] = [];
-    const onData = (d: Buffer) => {
-      lines.push(...d.toString().split("\n").filter(Boolean));
-      for (const w of waiting) if (lines.some((l) => w.match.test(l))) w.resolve();
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", onData);
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const written = (match: RegExp) => new Promise<void>((resolve) => (lines.some((l) => match.test(l)) ? resolve() : waiting.push({ match, resolve })));
-    const line = (match: RegExp) =>
-      Promise.race([
-        written(match),
-        exited.then((code) => {
-          throw new Error(`exited (${code}) before writing ${match}:\n${lines.join("\n")}`);
-        }),
-      ]);
-    return { child, lines, exited, line };
-  }
-
   /** The service on a held database, signalled once while starting (it has said so); close `db` after. */
-  async function signalledWhileStarting(signal: NodeJS.Signals): Promise<{ db: Awaited<ReturnType<typeof heldDatabase>>; svc: ReturnType<typeof start> }> {
+  async function signalledWhileStarting(signal: NodeJS.Signals): Promise<{ db: Awaited<ReturnType<typeof heldDatabase>>; svc: ReturnType<typeof runService> }> {
     const db = await heldDatabase();
     try {
-      const svc = start(db.url);
+      // A long database timeout: the held connection must not fail start-up while the test signals.
+      const svc = runService({ LOG_LEVEL: "info", DATABASE_URL: db.url, MANDATE_DATABASE_TIMEOUT_MS: "60000" });
       await db.held;
       svc.child.kill(signal);
       await svc.line(new RegExp(`${signal} while starting: stopping once started`));
