@@ -220,14 +220,13 @@ const decisionRecording: Recording<DecisionToRecord, DecisionRecording> = {
    * expects it, whose signing certificates and their agents are all still active (each decision
    * naming its certificate's agent and organization), and each of whose decisions names the
    * policy head and integration contract still current for its action: its decisions and records
-   * are stored and its head moved on (these checks cover what the decision rows' foreign keys
-   * checked before migration 016). The signers' agents
-   * are share-locked first, in the order lifecycle transitions lock them, then the heads in
-   * organization order: a transition in flight is waited for, and two such statements never
-   * deadlock. The organization's state needs no lock: a suspension appends its record to the
-   * same chain in its transaction, so one committed after this statement's snapshot was taken
-   * has moved the head, and the head check refuses the organization (the retry then reads it
-   * suspended).
+   * are stored and its head moved on. These checks cover what the decision rows' foreign keys
+   * checked before migration 016. The signers' agents are share-locked first, in the order
+   * lifecycle transitions lock them, then the heads in organization order: a transition in flight
+   * is waited for, and two such statements never deadlock. The organization's state needs no
+   * lock: a suspension appends its record to the same chain in its transaction, so one committed
+   * after this statement's snapshot was taken has moved the head, and the head check refuses the
+   * organization (the retry then reads it suspended).
    */
   async checked(q, items, records, moves) {
     const ds = items.map((i) => i.decision);

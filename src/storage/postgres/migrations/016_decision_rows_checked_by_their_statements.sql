@@ -1,7 +1,6 @@
 -- The rows every decision writes no longer check foreign keys: each check is a trigger that looks
--- up and share-locks the referenced row, once per row, and the three of them were about a sixth
--- of Postgres's CPU per recorded decision (docs/performance.md, Postgres). What they guaranteed
--- still holds:
+-- up and share-locks the referenced row, once per row, a measurable share of Postgres's work per
+-- recorded decision (docs/performance.md, Postgres). What they guaranteed still holds:
 -- - the statements that write these rows check it themselves, and more: a decision and its
 --   evidence record are written only for an organization whose chain head they move
 --   (evidence_heads references organizations), and a decision only when its agent is the agent
