@@ -129,7 +129,8 @@ export class Capabilities {
       const r = valueAt(intent, contract.resource_path);
       if (typeof r === "string") resource = r;
     } else {
-      for (const key of ["amount", "currency", "counterparty"]) if (intent[key] !== undefined) constraints[key] = String(intent[key]);
+      // A member sent as null is absent, as parseIntent reads it: never the constraint "null".
+      for (const key of ["amount", "currency", "counterparty"]) if (intent[key] !== undefined && intent[key] !== null) constraints[key] = String(intent[key]);
     }
     return { resource, constraints };
   }

@@ -87,9 +87,15 @@ export const INTENT_FORMATS = {
   context_key: CONTEXT_KEY,
 } as const;
 
-/** Reads a dotted path such as `context.po_number` out of an Intent document (contracts name fields this way). */
+/**
+ * Reads the field a contract's path names out of an Intent document: `context.<key>` is a key of
+ * the flat `context` map, whole (a context key may hold dots itself, as `erp.ref` does), and any
+ * other path a top-level field. Own members only, never an inherited name such as `constructor`:
+ * the same reading `undeclaredFields` applies, so a field the contract names is the field it binds.
+ */
 export function valueAt(intent: Record<string, unknown>, path: string): unknown {
-  return path.split(".").reduce<unknown>((v, k) => (v && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), intent);
+  const [holder, key] = path.startsWith("context.") ? [intent.context, path.slice("context.".length)] : [intent, path];
+  return holder && typeof holder === "object" && Object.hasOwn(holder, key) ? (holder as Record<string, unknown>)[key] : undefined;
 }
 
 /** The optional top-level fields an integration contract must name for an Intent to carry them. */
@@ -307,9 +313,11 @@ export class Intents {
       this.recent.set(remember, { context, at: performance.now() });
     }
 
+    // The contract applies to a suspended agent's Intent too (docs/architecture.md, step 7): a
+    // reviewer must never approve a field that no Capability will bind.
+    requireContractFields(intent, context.resource_path ?? "", context.context_bindings, context.field_types);
     let evaluation: Evaluation | null = null;
     if (context.agent_state !== "suspended") {
-      requireContractFields(intent, context.resource_path ?? "", context.context_bindings, context.field_types);
       if (!context.bundle_digest) throw new MandateError("evaluation_unavailable", "The organization has no policy bundle.");
       const input: EvaluationInput = {
         intent,

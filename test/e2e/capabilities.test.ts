@@ -89,6 +89,14 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
       expectConsumed(await verify(svc, transport, org.apiKey, c.presentation), c);
     });
 
+    it("a member sent as null is absent: it binds no constraint (never the text \"null\")", async () => {
+      const d = await decide(svc, agent, { amount: 10, currency: null, counterparty: null });
+      const cap = await issueOk(svc, org.apiKey, d.decision_id);
+      expect((await svc.v1("GET", `/v1/capabilities/${cap.capability_id}`, { bearer: org.apiKey })).body.constraints).toEqual({ amount: "10" });
+      const presentation = { token: cap.token, audience: "erp-gateway", action: "reference_noop", resource: "", constraints: { amount: "10" } };
+      expectConsumed(await verify(svc, transport, org.apiKey, presentation), { decisionId: d.decision_id, capabilityId: cap.capability_id, presentation });
+    });
+
     it("a mismatched constraint → 409 capability_constraint_mismatch, token untouched; the right values then consume it", async () => {
       const c = await allowedCapability(svc, agent);
       const p = c.presentation;
@@ -378,6 +386,23 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
       expectResult(await verify(svc, "v1", iOrg.apiKey, { ...c.presentation, constraints: { ...c.presentation.constraints, amount: "40" } }), 409, "capability_constraint_mismatch");
       expectResult(await verify(svc, "grpc", iOrg.apiKey, { ...c.presentation, constraints: { po: "PO-78", vendor: "initech" } }), 409, "capability_constraint_mismatch");
       expectConsumed(await verify(svc, "grpc", iOrg.apiKey, c.presentation), c);
+    });
+
+    it("binds a context key holding dots by its whole name, and never an inherited name the Intent lacks", async () => {
+      const org = await newOrgFixture(svc);
+      const agent = await newAgent(svc, org);
+      const approver = await newApiKey(svc, org.apiKey, ["POLICY_APPROVER"], "approver");
+      const id = (await post("/v1/integrations", { name: "ERP", actions: ["reference_noop"] }, org.apiKey)).integration_id;
+      await post(`/v1/integrations/${id}/contract-versions`, { resource_path: "resource", context_bindings: { erp_ref: "context.erp.ref", ctor: "context.constructor" } }, org.apiKey);
+      await post(`/v1/integrations/${id}/contract-versions/1/approve`, {}, approver.apiKey);
+      const d = await decide(svc, agent, { resource: "erp:invoice:9", context: { "erp.ref": "REF-9" } });
+      expect(d.outcome).toBe("ALLOW");
+      const cap = await issueOk(svc, org.apiKey, d.decision_id);
+      const got = await svc.v1("GET", `/v1/capabilities/${cap.capability_id}`, { bearer: org.apiKey });
+      expect(got.body.constraints).toEqual({ erp_ref: "REF-9" });
+      const presentation = { token: cap.token, audience: "erp-gateway", action: "reference_noop", resource: "erp:invoice:9", constraints: { erp_ref: "REF-9" } };
+      expectResult(await verify(svc, "v1", org.apiKey, { ...presentation, constraints: {} }), 409, "capability_constraint_mismatch");
+      expectConsumed(await verify(svc, "v1", org.apiKey, presentation), { decisionId: d.decision_id, capabilityId: cap.capability_id, presentation });
     });
 
     it("integration suspended → 403 capability_dependency_inactive; reactivated → the same token consumes", async () => {

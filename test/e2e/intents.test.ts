@@ -120,8 +120,8 @@ describe.each(TRANSPORTS)("agent-state table over %s", (transport: Transport) =>
       paymentDoc(agent.agentId, 10),
       paymentDoc(agent.agentId, 5_000_000),
       intentDoc(agent.agentId, { action: "launch_rockets", context: { target: "moon", count: 3 } }),
-      // docs/architecture.md, The Intent path: step 7 (suspended) skips step 8, so even an undeclared context field is preserved for review.
-      intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:1", context: { po_number: "1", discount: "99%" } }),
+      // Under a contract, only what it names (docs/architecture.md, The Intent path, step 7; the refusal is in intents.yaml).
+      intentDoc(agent.agentId, { action: "purchase_order_submit", resource: "po:1", context: { po_number: "1" } }),
     ];
     for (const doc of docs) {
       const signed = signBody(agent, doc);
