@@ -187,7 +187,9 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
     const execution = new Execution(new PostgresExecutionStore(db, chain), integrationStore, decisionStore, capabilityStore);
     const eventLog = new PostgresEventLogStore(db);
     // The live stream reads the same log, within the same retention window (docs/events.md).
-    const eventStreams = new EventStreams(eventLog, notifications, { ...DEFAULT_EVENT_STREAM_LIMITS, retentionDays: config.webhooks.retentionDays });
+    const eventStreams = new EventStreams(eventLog, notifications, { ...DEFAULT_EVENT_STREAM_LIMITS, retentionDays: config.webhooks.retentionDays }, (caller) =>
+      credentials.recheck(caller),
+    );
     // Webhooks are delivered by every replica; leases keep them from sending twice (docs/webhooks.md).
     const webhookStore = new PostgresWebhookStore(db, chain);
     const hooks = config.webhooks;

@@ -37,6 +37,19 @@ export class Credentials {
     };
   }
 
+  /**
+   * Throws what authenticating `caller` would throw now (401 `unknown_key`, 403
+   * `organization_suspended`): a request that lasts (an event stream) asks before each thing it
+   * sends, so a key revoked, or an organization suspended, since it began sends nothing more. The
+   * operator acts for suspended organizations too, so it is never refused here.
+   */
+  async recheck(caller: OrgCaller): Promise<void> {
+    if (caller.kind !== "key") return;
+    const row = await this.organizations.liveKey(caller.organizationId, caller.identity);
+    if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
+    if (row.organization_state !== "active") throw organizationSuspended();
+  }
+
   /** Whether `presented` is the operator key. Always false when MANDATE_OPERATOR_KEY is unset. */
   isOperatorKey(presented: string): boolean {
     if (!this.operatorKey) return false;

@@ -57,6 +57,8 @@ export class EventStreams {
     private readonly store: EventLogStore,
     private readonly notifications: EventNotifications,
     private readonly limits: EventStreamLimits = DEFAULT_EVENT_STREAM_LIMITS,
+    /** Throws when the caller's credential no longer admits it (Credentials.recheck); asked before anything is sent after the first heartbeat. */
+    private readonly recheck: (caller: OrgCaller) => Promise<void> = async () => undefined,
   ) {}
 
   /**
@@ -66,7 +68,9 @@ export class EventStreams {
    * this organization's, or older than the retention window (`after`); 429 `rate_limited` when the
    * organization already has its maximum of open streams. The stream ends when `signal` aborts
    * (the client left) and fails with 503 `unavailable` when the service shuts down, or the log
-   * cannot be read; the client resumes with the last event_id it received.
+   * cannot be read; the client resumes with the last event_id it received. It fails as a new
+   * request would (401, 403) before sending anything read after its key was revoked or its
+   * organization suspended.
    */
   async *watch(caller: OrgCaller, request: WatchRequest, signal: AbortSignal): AsyncGenerator<StreamItem, void, undefined> {
     // Everything, refusals included, happens on the first `next()`: a stream that is never read
@@ -101,7 +105,7 @@ export class EventStreams {
     }
     this.open.set(organizationId, count + 1);
     try {
-      yield* this.run(organizationId, start, types.size > 0 ? types : null, since, signal);
+      yield* this.run(caller, start, types.size > 0 ? types : null, since, signal);
     } finally {
       const left = (this.open.get(organizationId) ?? 1) - 1;
       if (left > 0) this.open.set(organizationId, left);
@@ -121,12 +125,13 @@ export class EventStreams {
   }
 
   private async *run(
-    organizationId: string,
+    caller: OrgCaller,
     start: { seq: number; index: number },
     types: ReadonlySet<EventType> | null,
     since: () => Date,
     signal: AbortSignal,
   ): AsyncGenerator<StreamItem, void, undefined> {
+    const organizationId = caller.organizationId;
     const { pageSize, pollMs, heartbeatMs } = this.limits;
     const kinds = types ? kindsOf(types) : undefined;
     // A wake-up that arrives while reading is kept, so the next wait returns at once.
@@ -149,6 +154,8 @@ export class EventStreams {
         // A cursor in the middle of a record's events reads that record again for its rest.
         const afterSeq = cursor.index === ALL ? cursor.seq : cursor.seq - 1;
         const records = await this.store.after(organizationId, afterSeq, since(), pageSize, kinds);
+        // Asked after the read: a revocation committed before anything read here was recorded is seen.
+        if (records.length > 0) await this.recheck(caller);
         for (const record of records) {
           for (const [index, event] of projectEvents(record).entries()) {
             if (record.seq === cursor.seq && index <= cursor.index) continue;
@@ -162,6 +169,7 @@ export class EventStreams {
         if (records.length === pageSize) continue;
         const silentFor = Date.now() - lastSent;
         if (silentFor >= heartbeatMs) {
+          await this.recheck(caller);
           lastSent = Date.now();
           yield { heartbeatAt: new Date(lastSent) };
           continue;

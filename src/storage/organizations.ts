@@ -108,6 +108,9 @@ export interface OrganizationStore {
    */
   liveKeys(secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]>;
 
+  /** The organization's key `keyId` with the organization's state now, or null when it is revoked or unknown. */
+  liveKey(organizationId: string, keyId: string): Promise<LiveApiKey | null>;
+
   /** The organization's keys, revoked ones included, oldest first. */
   listKeys(organizationId: string): Promise<ApiKeyRow[]>;
 

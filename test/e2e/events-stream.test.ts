@@ -98,13 +98,13 @@ function envelopeOf(e: Event): Envelope {
 
 let svc: TestService;
 
-/** WatchEvents over gRPC (HTTP/2). */
-function grpcWatch(s: TestService, apiKey: string, request: { types?: string[]; after?: string } = {}): Watch {
+/** WatchEvents over gRPC (HTTP/2), as `apiKey`'s bearer, or with `headers` instead (the operator's). */
+function grpcWatch(s: TestService, apiKey: string, request: { types?: string[]; after?: string } = {}, headers: Record<string, string> = { authorization: `Bearer ${apiKey}` }): Watch {
   const c = collector();
   const aborted = new AbortController();
   const ended = (async () => {
     try {
-      for await (const e of s.grpc(EventService).watchEvents({ types: request.types ?? [], after: request.after ?? "" }, { headers: { authorization: `Bearer ${apiKey}` }, signal: aborted.signal })) {
+      for await (const e of s.grpc(EventService).watchEvents({ types: request.types ?? [], after: request.after ?? "" }, { headers, signal: aborted.signal })) {
         if (e.heartbeatAt) c.beat();
         else c.push(envelopeOf(e));
       }
@@ -392,6 +392,36 @@ describe("WatchEvents: resuming, filtering, refusing", () => {
     const ok = grpcWatch(svc, allowed.apiKey);
     await ok.listening();
     ok.close();
+  });
+
+  it("an open stream sends nothing after its key is revoked (401) or its organization suspended (403); the operator's stream goes on", async () => {
+    const o = await newOrgFixture(svc);
+    const a = await newAgent(svc, o, "registered");
+    const operatorHeaders = { "x-service-operator-key": svc.operatorKey!, "x-service-organization-id": o.organizationId };
+    const change = async (operation: string) => expect((await svc.v1("POST", `/v1/agents/${a.agentId}/${operation}`, { bearer: o.apiKey, body: {} })).status).toBe(200);
+    const revoked = await newApiKey(svc, o.apiKey, ["EVENTS_READ"]);
+    const suspendedOrgKey = await newApiKey(svc, o.apiKey, ["EVENTS_READ"]);
+    const watches = { revokedGrpc: grpcWatch(svc, revoked.apiKey), revokedSse: sseWatch(svc, revoked.apiKey), suspendedGrpc: grpcWatch(svc, suspendedOrgKey.apiKey) };
+    const operator = grpcWatch(svc, "", {}, operatorHeaders);
+    await Promise.all([...Object.values(watches), operator].map((w) => w.listening()));
+    await change("activate");
+    for (const w of [...Object.values(watches), operator]) await w.until("the activation", (e) => e.length >= 1);
+
+    expect((await svc.v1("POST", `/v1/organization/api-keys/${revoked.keyId}/revoke`, { bearer: o.apiKey, body: {} })).status).toBe(200);
+    await change("suspend");
+    expect(await refusal(watches.revokedGrpc)).toMatchObject({ code: Code.Unauthenticated, detail: "unknown_key" });
+    // SSE has no status once streaming: the response ends, and a reconnect is refused.
+    await watches.revokedSse.ended;
+    expect((await sseWatch(svc, revoked.apiKey).refused).status).toBe(401);
+    for (const w of [watches.revokedGrpc, watches.revokedSse]) expect(w.events.map((e) => e.data.operation)).toEqual(["activate"]);
+    await watches.suspendedGrpc.until("the suspension", (e) => e.length >= 2);
+
+    expect((await svc.v1("POST", `/v1/organizations/${o.organizationId}/suspend`, { headers: { "x-service-operator-key": svc.operatorKey! }, body: {} })).status).toBe(200);
+    expect((await svc.v1("POST", `/v1/agents/${a.agentId}/reactivate`, { headers: operatorHeaders, body: {} })).status).toBe(200);
+    expect(await refusal(watches.suspendedGrpc)).toMatchObject({ code: Code.PermissionDenied, detail: "organization_suspended" });
+    expect(watches.suspendedGrpc.events.map((e) => e.data.operation)).toEqual(["activate", "suspend"]);
+    expect((await operator.until("the reactivation", (e) => e.length >= 3)).map((e) => e.data.operation)).toEqual(["activate", "suspend", "reactivate"]);
+    operator.close();
   });
 
   it("refuses a malformed, unknown or foreign cursor and an unknown event name (422)", async () => {

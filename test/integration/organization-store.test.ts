@@ -222,7 +222,7 @@ describe("OrganizationStore (Postgres)", () => {
     expect(froms).toEqual(["active", "suspended", "active", "suspended", "active", "suspended"]);
   });
 
-  it("creates keys (CollisionError on a taken id or secret hash, NotFoundError for an unknown organization); liveKeys answers one entry per hash in order with the organization's state now, null for unknown or revoked", async () => {
+  it("creates keys (CollisionError on a taken id or secret hash, NotFoundError for an unknown organization); liveKeys answers one entry per hash in order with the organization's state now, null for unknown or revoked; liveKey the same by id", async () => {
     const { org, key, secret: first } = await organization();
     const other = await organization();
     const id = org.organization_id;
@@ -249,8 +249,13 @@ describe("OrganizationStore (Postgres)", () => {
       { ...created, organization_state: "suspended" },
       { ...other.key, organization_state: "active" },
     ]);
+    // liveKey: the same reading by key id, within its organization only.
+    expect(await store.liveKey(id, k.key_id)).toEqual({ ...created, organization_state: "suspended" });
+    expect(await store.liveKey(other.org.organization_id, k.key_id)).toBeNull();
     await store.revokeKey(id, k.key_id);
     expect(await store.liveKeys([k.secret_sha256, first])).toEqual([null, { ...key, organization_state: "suspended" }]);
+    expect(await store.liveKey(id, k.key_id)).toBeNull();
+    expect(await store.liveKey(id, key.key_id)).toEqual({ ...key, organization_state: "suspended" });
   });
 
   it("revokes a key once (a second revocation keeps the first time), never another organization's; listKeys keeps revoked keys, oldest first", async () => {

@@ -20,6 +20,9 @@ const SANDBOX_SIGNUP_LOCK = 727274002;
 
 /** The columns of an API key that are ever read back (never the secret's hash). */
 const KEY_COLUMNS = "key_id, organization_id, name, permissions, created_at, revoked_at";
+/** A LiveApiKey's columns (`k` the key, `o` its organization) and where they come from. */
+const LIVE_KEYS = "SELECT k.key_id, k.organization_id, k.name, k.permissions, k.created_at, k.revoked_at, o.state AS organization_state";
+const LIVE_KEYS_FROM = "FROM api_keys k JOIN organizations o ON o.organization_id = k.organization_id";
 
 /** SQL for organizations, API keys and the sandbox ledger. */
 export const organizationSql = {
@@ -57,13 +60,20 @@ export const organizationSql = {
   async findLiveKeys(q: Queryable, secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]> {
     const { rows } = await q.query<LiveApiKey & { secret_sha256: Buffer }>({
       name: "api_keys_find_live",
-      text: `SELECT k.key_id, k.organization_id, k.name, k.permissions, k.created_at, k.revoked_at, k.secret_sha256, o.state AS organization_state
-               FROM api_keys k JOIN organizations o ON o.organization_id = k.organization_id
-              WHERE k.secret_sha256 = ANY($1::bytea[]) AND k.revoked_at IS NULL`,
+      text: `${LIVE_KEYS}, k.secret_sha256 ${LIVE_KEYS_FROM} WHERE k.secret_sha256 = ANY($1::bytea[]) AND k.revoked_at IS NULL`,
       values: [secretSha256s],
     });
     const byHash = new Map(rows.map(({ secret_sha256, ...row }) => [secret_sha256.toString("hex"), row]));
     return secretSha256s.map((h) => byHash.get(h.toString("hex")) ?? null);
+  },
+
+  async findLiveKey(q: Queryable, organizationId: string, keyId: string): Promise<LiveApiKey | null> {
+    const { rows } = await q.query<LiveApiKey>({
+      name: "api_keys_find_live_by_id",
+      text: `${LIVE_KEYS} ${LIVE_KEYS_FROM} WHERE k.organization_id = $1 AND k.key_id = $2 AND k.revoked_at IS NULL`,
+      values: [organizationId, keyId],
+    });
+    return rows[0] ?? null;
   },
 
   async listKeys(q: Queryable, organizationId: string): Promise<ApiKeyRow[]> {
@@ -165,6 +175,10 @@ export class PostgresOrganizationStore implements OrganizationStore {
 
   liveKeys(secretSha256s: readonly Buffer[]): Promise<(LiveApiKey | null)[]> {
     return organizationSql.findLiveKeys(this.db.pool, secretSha256s);
+  }
+
+  liveKey(organizationId: string, keyId: string): Promise<LiveApiKey | null> {
+    return organizationSql.findLiveKey(this.db.pool, organizationId, keyId);
   }
 
   listKeys(organizationId: string): Promise<ApiKeyRow[]> {
