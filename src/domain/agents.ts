@@ -145,6 +145,9 @@ export class Agents {
         if (err instanceof NotFoundError) {
           throw validationFailed([{ field: "acting_for_principal_id", code: "unknown_principal", message: "no such principal in this organization" }]);
         }
+        if (err instanceof CollisionError && err.key === "public_key_held_by_adapter") {
+          throw new MandateError("already_exists", "This public key is already registered to another identity.");
+        }
         // A concurrent registration of the same key won the insert: answer as it did.
         if (err instanceof CollisionError) continue;
         throw err;

@@ -181,6 +181,10 @@ export class Integrations {
         { organizationId: caller.organizationId, kind: "adapter.registered", subjectId: adapterId, payload: { adapter_id: adapterId, integration_id: id, role, public_key: publicKey, by: caller.identity } },
       );
     } catch (err) {
+      // An agent registered with the key meanwhile: the database refuses it as the check above does.
+      if (err instanceof CollisionError && err.key === "public_key_held_by_certificate") {
+        throw new MandateError("already_exists", "This key belongs to an agent; an adapter needs its own identity.");
+      }
       if (err instanceof CollisionError) throw new MandateError("already_exists", "This key is already registered.");
       throw err;
     }

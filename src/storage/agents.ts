@@ -111,7 +111,8 @@ export interface AgentStore {
    * `evidence`, together. Returns the stored agent.
    * Throws NotFoundError when the organization has no principal `acting_for_principal_id`.
    * Throws CollisionError when the public key is already held by a certificate (key
-   * `certificates_public_key_key`; another key only on an id collision).
+   * `certificates_public_key_key`) or by an adapter (key `public_key_held_by_adapter`); another
+   * key only on an id collision.
    */
   register(agent: NewAgent, evidence: EvidenceEntry): Promise<AgentRow>;
 
@@ -127,8 +128,8 @@ export interface AgentStore {
    * certificate by a new one for the key it returns (the old one stops verifying at once) and
    * stores its evidence record. Returns the agent as changed. Throws NotFoundError when the
    * organization has no such agent; throws CollisionError when the new key is already held by a
-   * certificate (key `certificates_public_key_key`; another key only on a certificate id
-   * collision).
+   * certificate (key `certificates_public_key_key`) or by an adapter (key
+   * `public_key_held_by_adapter`); another key only on a certificate id collision.
    */
   rotateKey(organizationId: string, agentId: string, step: (current: AgentRow) => KeyRotation): Promise<AgentRow>;
 

@@ -131,7 +131,8 @@ export interface IntegrationStore {
   /**
    * Stores a new adapter (state `active`) of an existing integration, and `evidence`,
    * together; returns it. Throws CollisionError when the public key is already registered to
-   * an adapter (key `adapters_public_key_key`; another key only on an id collision).
+   * an adapter (key `adapters_public_key_key`) or held by an agent's certificate (key
+   * `public_key_held_by_certificate`); another key only on an id collision.
    */
   registerAdapter(adapter: NewAdapter, evidence: EvidenceEntry): Promise<AdapterRow>;
 

@@ -6,7 +6,9 @@ import { CollisionError, NotFoundError, UnstorableValueError } from "../../src/s
 import type { EvidenceEntry, EvidenceStore } from "../../src/storage/evidence.js";
 import type { OrganizationStore } from "../../src/storage/organizations.js";
 import type { PolicyStore } from "../../src/storage/policies.js";
+import type { IntegrationStore } from "../../src/storage/integrations.js";
 import { PostgresAgentStore } from "../../src/storage/postgres/agents.js";
+import { PostgresIntegrationStore } from "../../src/storage/postgres/integrations.js";
 import { type Database } from "../../src/storage/postgres/database.js";
 import { PostgresOrganizationStore } from "../../src/storage/postgres/organizations.js";
 import { PostgresPolicyStore } from "../../src/storage/postgres/policies.js";
@@ -31,6 +33,7 @@ let principals: PrincipalStore;
 let organizations: OrganizationStore;
 let evidence: EvidenceStore;
 let policies: PolicyStore;
+let integrations: IntegrationStore;
 const orgs: string[] = [];
 
 beforeAll(async () => {
@@ -42,6 +45,7 @@ beforeAll(async () => {
   principals = new PostgresPrincipalStore(db);
   organizations = new PostgresOrganizationStore(db, chain);
   policies = new PostgresPolicyStore(db, chain);
+  integrations = new PostgresIntegrationStore(db, chain);
 });
 
 afterAll(async () => {
@@ -192,6 +196,40 @@ describe("AgentStore (Postgres)", () => {
     await expect(agents.register(unrecorded, unstorable(org))).rejects.toBeInstanceOf(UnstorableValueError);
     expect(await agents.get(org, unrecorded.agent_id)).toBeNull();
     expect(await agents.certificateByKey(unrecorded.public_key)).toBeNull();
+  });
+
+  it("holds a key for one identity: a certificate cannot take an adapter's key (public_key_held_by_adapter), nor an adapter a certificate's (public_key_held_by_certificate), even racing", async () => {
+    const org = orgs[2]!;
+    const integrationId = newId("int");
+    await integrations.create({ integration_id: integrationId, organization_id: org, name: "keys", actions: [`keys_${integrationId}`] });
+    const adapterOf = (publicKey: string) => {
+      const adapterId = newId("adp");
+      const adapter = { adapter_id: adapterId, integration_id: integrationId, organization_id: org, name: "an adapter", public_key: publicKey, role: "adapter" as const };
+      return integrations.registerAdapter(adapter, entry(org, "adapter.registered", adapterId));
+    };
+    const refusedWith = async (work: Promise<unknown>) => ((await work.then(() => null, (e: unknown) => e)) as CollisionError | null)?.key;
+
+    const adapterKey = newKey();
+    await adapterOf(adapterKey);
+    const p = await principal(org);
+    const twin = draft(org, p.principal_id, { public_key: adapterKey });
+    expect(await refusedWith(agents.register(twin, entry(org, "agent.registered", twin.agent_id)))).toBe("public_key_held_by_adapter");
+    expect(await agents.get(org, twin.agent_id)).toBeNull();
+    const agent = await registered(org);
+    const rotation = () => ({ certificateId: newId("crt"), publicKey: adapterKey, evidence: entry(org, "agent.key_rotated", agent.agent_id) });
+    expect(await refusedWith(agents.rotateKey(org, agent.agent_id, rotation))).toBe("public_key_held_by_adapter");
+    expect((await agents.get(org, agent.agent_id))!.public_key).toBe(agent.public_key);
+    expect(await refusedWith(adapterOf(agent.public_key))).toBe("public_key_held_by_certificate");
+
+    // Racing for one fresh key, an agent and an adapter: exactly one holds it.
+    for (let round = 0; round < 5; round++) {
+      const contested = newKey();
+      const racer = draft(org, p.principal_id, { public_key: contested });
+      const [asAgent, asAdapter] = await Promise.allSettled([agents.register(racer, entry(org, "agent.registered", racer.agent_id)), adapterOf(contested)]);
+      expect([asAgent.status, asAdapter.status].sort(), `round ${round}`).toEqual(["fulfilled", "rejected"]);
+      const refusal = (asAgent.status === "rejected" ? asAgent.reason : (asAdapter as PromiseRejectedResult).reason) as CollisionError;
+      expect(refusal.key).toBe(asAgent.status === "rejected" ? "public_key_held_by_adapter" : "public_key_held_by_certificate");
+    }
   });
 
   it("transitions under lock: stores the state step returns and its evidence, revokes certificates only when told; a step that throws, a missing agent or unstorable evidence writes nothing", async () => {

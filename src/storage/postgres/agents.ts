@@ -14,7 +14,7 @@ const SELECT_AGENT = `
 
 /** SQL for agents and certificates. */
 const agentSql = {
-  /** Inserts an agent and its first certificate; a collision on certificates_public_key_key means the key is taken. */
+  /** Inserts an agent and its first certificate; a collision on certificates_public_key_key or public_key_held_by_adapter means the key is taken. */
   async insert(q: Queryable, a: NewAgent): Promise<void> {
     await q.query(
       `INSERT INTO agents (agent_id, organization_id, name, acting_for_principal_id, public_key, owner, business_unit, environment, state)
