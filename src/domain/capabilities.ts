@@ -179,7 +179,9 @@ export class Capabilities {
       throw new MandateError("decision_not_allowed", `The decision is ${d.outcome}; only ALLOW decisions get a Capability directly.`);
     }
     const { resource, constraints } = await this.boundConstraints(d);
-    const issuedAt = new Date(Math.floor(Date.now() / 1000) * 1000);
+    // Exactly ttl seconds from now, to the millisecond (the row decides expiry); the token's iat
+    // and exp are whole seconds, rounded down, so exp never outlasts the row.
+    const issuedAt = new Date();
     const expiresAt = new Date(issuedAt.getTime() + ttl * 1000);
     const row: NewCapability = {
       capability_id: newId("cap"),

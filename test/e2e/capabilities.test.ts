@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
+import { decodeJwt } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CapabilityService } from "../../src/gen/mandate/v1/capabilities_pb.js";
@@ -234,9 +235,13 @@ describe.each(PATHS)("capabilities on the $name path", ({ redis: withRedis }) =>
     const d1 = await decide(svc, agent);
     const before = Date.now();
     const cap = await issueOk(svc, org.apiKey, d1.decision_id);
+    const after = Date.now();
     expect(cap.token.split(".")).toHaveLength(3);
-    expect(Date.parse(cap.expires_at) - before).toBeGreaterThan(298_000);
-    expect(Date.parse(cap.expires_at) - before).toBeLessThanOrEqual(300_000);
+    // Issue time plus ttl_seconds, never a moment less (one test process and service share the clock).
+    expect(Date.parse(cap.expires_at)).toBeGreaterThanOrEqual(before + 300_000);
+    expect(Date.parse(cap.expires_at)).toBeLessThanOrEqual(after + 300_000);
+    // The token's exp is that instant in whole seconds, rounded down: it never outlasts the capability.
+    expect(decodeJwt(cap.token).exp).toBe(Math.floor(Date.parse(cap.expires_at) / 1000));
     const d2 = await decide(svc, agent);
     for (const body of [{ ttl_seconds: 0 }, { ttl_seconds: 3601 }, { ttl_seconds: -5 }, { audience: "" }, { issued_by: "" }]) {
       const res = await issue(svc, org.apiKey, d2.decision_id, body);
