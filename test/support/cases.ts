@@ -329,7 +329,8 @@ export class CaseRunner {
       const binding = bindingOf(target.method);
       const vars = binding?.verb === verb ? binding.match(p.split("?")[0]!) : null;
       if (!binding || !vars) throw new Error(`${step.http} is not the google.api.http binding of ${step.rpc} (${binding?.verb} ${binding?.template})`);
-      pathVars = vars;
+      // A GET's query parameters are request fields too, as the transcoder reads them: gRPC gets them in the message.
+      pathVars = { ...Object.fromEntries(new URLSearchParams(p.split("?")[1] ?? "")), ...vars };
     }
     if (transport === "v1") return this.sendV1(svc, verb, p, step, target?.method);
     if (!target) throw new Error(`${step.http}: a step without rpc is /v1-only; set transports: [v1]`);
