@@ -35,6 +35,8 @@ export const SERVICE_GRANTS: Readonly<Record<string, readonly Privilege[]>> = {
   execution_receipts: ["SELECT", "INSERT"],
   adapter_reports: ["SELECT", "INSERT"],
   reconciliations: ["SELECT", "INSERT"],
+  // Claimed by the certificates' and adapters' insert trigger, in the service's own statement.
+  public_keys: ["SELECT", "INSERT"],
   // Rows with a state, a chain head, an upsert or a row lock.
   // Deleting a governance document marks it (deleted_at); the row stays.
   governance_documents: ["SELECT", "INSERT", "UPDATE"],
