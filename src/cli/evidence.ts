@@ -4,11 +4,12 @@ import type { EvidenceProblem, EvidenceVerification } from "../evidence/verify.j
 import { CliError, EXIT_FAILED, EXIT_OK, parseCommandLine, readJsonFile } from "./command.js";
 import type { CliCommand, CliIo } from "./command.js";
 
-const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export-keys THUMBPRINT[,…]) [--organization ORG_ID] EXPORT_FILE
+const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export-keys THUMBPRINT[,…]) [--organization ORG_ID [--after SEQ:DIGEST]] EXPORT_FILE
 
   Verifies an evidence export ({"records": [...], "jwks": {"keys": [...]}, "head": {...}}, from
-  GET /v1/evidence) offline: every record's digest and signature, every chain's links, and that
-  each chain ends exactly at its signed head (so records cut from the end are found).
+  GET /v1/evidence) offline: every record's digest and signature, every chain's links, that each
+  chain starts at seq 1 and ends exactly at its signed head (so records cut from either end are
+  found).
   It needs keys it can trust; the export's own keys prove nothing, since whoever rewrites the
   records and the head can replace them too:
   --jwks JWKS_FILE                      the service's /.well-known/jwks.json, obtained separately
@@ -16,6 +17,8 @@ const USAGE = `usage: mandate evidence verify (--jwks JWKS_FILE | --trust-export
                                         thumbprints (printed by every run; compare them with
                                         the service's kids, e.g. from its JWKS)
   --organization ORG_ID                 the export must hold only this organization's records
+  --after SEQ:DIGEST                    the export continues one verified before, whose record at
+                                        SEQ had DIGEST: it must start at SEQ+1 and link to it
 
   exit status: 0 valid, 1 problems found, 2 no verdict (usage or input error)`;
 
@@ -38,11 +41,18 @@ interface KeyInfo {
 }
 
 async function verify(args: readonly string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseCommandLine(args, { jwks: { type: "string" }, "trust-export-keys": { type: "string" }, organization: { type: "string" } });
+  const { values, positionals } = parseCommandLine(args, {
+    jwks: { type: "string" },
+    "trust-export-keys": { type: "string" },
+    organization: { type: "string" },
+    after: { type: "string" },
+  });
   if (positionals.length !== 1) throw new CliError("expected exactly one EXPORT_FILE", true);
   const file = positionals[0]!;
   const pins = values["trust-export-keys"]?.split(",").map((t) => t.trim()).filter((t) => t !== "");
   if (pins !== undefined && pins.length === 0) throw new CliError("--trust-export-keys names no thumbprint", true);
+  const after = values.after === undefined ? undefined : parseAfter(values.after);
+  if (after && values.organization === undefined) throw new CliError("--after needs --organization: it names where that organization's chain continues from", true);
 
   const exported = await readJsonFile(file);
   const { records, jwks, head } = isObject(exported) ? exported : {};
@@ -92,9 +102,10 @@ async function verify(args: readonly string[], io: CliIo): Promise<number> {
   const result = verifyEvidenceExport({ records, ...(head !== undefined && { head }) }, {
     trustedJwks: { keys: trusted.map((k) => k.jwk) },
     ...(values.organization !== undefined && { organizationId: values.organization }),
+    ...(after && { after }),
   });
   for (const line of lines) io.out(line);
-  printReport(result, records.length, io);
+  printReport(result, records.length, io, after, values.organization);
   return result.ok ? EXIT_OK : EXIT_FAILED;
 }
 
@@ -108,7 +119,14 @@ function keyName(key: KeyInfo): string {
   return `thumbprint ${key.thumbprint ?? "(not computable: incomplete key)"} (kid ${key.kid})`;
 }
 
-function printReport(result: EvidenceVerification, recordCount: number, io: CliIo): void {
+/** `--after SEQ:DIGEST`: a positive seq and a 64-hex-digit digest. */
+function parseAfter(text: string): { seq: number; digest: string } {
+  const m = /^([1-9][0-9]{0,15}):([0-9a-f]{64})$/.exec(text);
+  if (!m || !Number.isSafeInteger(Number(m[1]))) throw new CliError(`--after must be SEQ:DIGEST (a seq from 1, then the record's 64 hex digit digest), not ${JSON.stringify(text)}`, true);
+  return { seq: Number(m[1]), digest: m[2]! };
+}
+
+function printReport(result: EvidenceVerification, recordCount: number, io: CliIo, after: { seq: number; digest: string } | undefined, organization: string | undefined): void {
   const organizations = result.chains.length;
   io.out(`${recordCount} record${recordCount === 1 ? "" : "s"}, ${organizations} organization${organizations === 1 ? "" : "s"}`);
   for (const chain of result.chains) {
@@ -117,12 +135,12 @@ function printReport(result: EvidenceVerification, recordCount: number, io: CliI
       const h = chain.head;
       io.out(`    signed head: seq ${h.seq}, digest ${h.digest ?? "null"}, signed at ${h.signed_at} by kid ${h.kid}`);
     }
-    if (!chain.from_genesis) {
-      io.out(`    starts mid-chain: the link from seq ${chain.first_seq} to seq ${chain.first_seq - 1} is outside this export and was not checked`);
+    if (!chain.from_genesis && after && chain.organization_id === organization) {
+      io.out(`    continues seq ${after.seq} (digest ${after.digest}, as --after gives it)`);
     }
   }
   if (result.ok) {
-    io.out("VALID: every record's digest and signature verified with a trusted key, every chain is unbroken and ends at its signed head");
+    io.out("VALID: every record's digest and signature verified with a trusted key, every chain is unbroken from its start and ends at its signed head");
     return;
   }
   io.out(`INVALID: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}`);

@@ -40,6 +40,13 @@ export interface EvidenceVerifyOptions {
   trustedJwks?: { keys: readonly unknown[] };
   /** The one organization the export is expected to hold; any other is `mixed_organizations`. */
   organizationId?: string;
+  /**
+   * The export continues that organization's chain, verified before up to `seq`, whose record
+   * there had `digest`: the export must start at `seq + 1` and link to `digest`. Without it every
+   * chain must start at seq 1, or `prefix_missing`: records deleted from the front of an export
+   * are caught as those cut from its end are. Needs `organizationId`.
+   */
+  after?: { seq: number; digest: string };
 }
 
 /** What can be wrong with an export, from one record's integrity to the shape of a chain. */
@@ -53,6 +60,8 @@ export type EvidenceProblemKind =
   | "duplicate"
   | "mixed_organizations"
   | "malformed"
+  /** The chain does not start at seq 1 (or right after `after.seq`): records were cut from its front. */
+  | "prefix_missing"
   /** The chain has no signed head in the export, so records cut from its end could not be seen. */
   | "head_missing"
   /** The chain ends before its signed head's seq: records were cut from the end. */
@@ -77,10 +86,7 @@ export interface EvidenceChainSummary {
   record_count: number;
   first_seq: number;
   last_seq: number;
-  /**
-   * False when the export starts mid-chain (first seq above 1): that record's prev_digest
-   * points outside the export and cannot be checked.
-   */
+  /** True when the chain starts at seq 1; else it continues from `after` (or `prefix_missing` was reported). */
   from_genesis: boolean;
   /**
    * Digest of the last record (`digest` as stored); with a signed head, it must be the head's
@@ -143,6 +149,7 @@ export function verifyEvidenceExport(
   exported: UntrustedEvidenceExport,
   options: EvidenceVerifyOptions = {},
 ): EvidenceVerification {
+  if (options.after && options.organizationId === undefined) throw new TypeError("verifyEvidenceExport: `after` needs `organizationId`");
   const problems: EvidenceProblem[] = [];
   const keys = importKeySet(options.trustedJwks ?? exported.jwks ?? { keys: [] }, problems);
   const heads = checkHeads(exported.head, keys, options.organizationId, problems);
@@ -193,7 +200,8 @@ export function verifyEvidenceExport(
     if (link.evidence_id !== undefined) ids.set(link.evidence_id, index);
   });
 
-  const summaries = [...chains].map(([organization, { links }]) => checkChain(organization, links, heads.get(organization) ?? null, problems));
+  const summaries = [...chains].map(([organization, { links }]) => checkChain(organization, links, heads.get(organization) ?? null, organization === options.organizationId ? options.after : undefined, problems),
+  );
   // A head whose organization has no record here: the export lost every record up to it.
   for (const [organization, head] of heads) {
     if (!chains.has(organization) && head.seq > 0) {
@@ -278,7 +286,13 @@ function checkHeads(
 }
 
 /** Checks one organization's links (export order, no repeats) against its head, and summarises the chain. */
-function checkChain(organization: string, links: readonly Link[], head: EvidenceHead | null, problems: EvidenceProblem[]): EvidenceChainSummary {
+function checkChain(
+  organization: string,
+  links: readonly Link[],
+  head: EvidenceHead | null,
+  after: EvidenceVerifyOptions["after"],
+  problems: EvidenceProblem[],
+): EvidenceChainSummary {
   const report = (link: Link, problem: EvidenceProblemKind, message: string): void => {
     problems.push({ problem, message, ...identify(link, organization) });
   };
@@ -312,6 +326,19 @@ function checkChain(organization: string, links: readonly Link[], head: Evidence
 
   const first = sorted[0]!;
   const last = sorted[sorted.length - 1]!;
+  const start = (after?.seq ?? 0) + 1;
+  if (first.seq > start) {
+    const missing = first.seq - start;
+    problems.push({
+      problem: "prefix_missing",
+      message: `the chain starts at seq ${first.seq}: ${missing === 1 ? `seq ${start} is missing` : `seq ${start} to ${first.seq - 1} (${missing} records) are missing`}${after ? "" : " (an export that continues one verified before needs the seq and digest it continues from)"}`,
+      ...identify(first, organization),
+    });
+  } else if (after && first.seq < start) {
+    problems.push({ problem: "prefix_missing", message: `the chain starts at seq ${first.seq}, not after seq ${after.seq} as given`, ...identify(first, organization) });
+  } else if (after && first.prev_digest !== undefined && first.prev_digest !== after.digest) {
+    report(first, "chain_broken", `prev_digest ${first.prev_digest} is not the digest given for seq ${after.seq} (${after.digest})`);
+  }
   if (head === null) {
     problems.push({
       problem: "head_missing",

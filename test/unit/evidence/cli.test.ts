@@ -19,6 +19,7 @@ let dir: string;
 let validFile: string;
 let tamperedFile: string;
 let truncatedFile: string;
+let frontCutFile: string;
 let jwksFile: string;
 
 beforeAll(async () => {
@@ -26,6 +27,7 @@ beforeAll(async () => {
   validFile = join(dir, "valid.json");
   tamperedFile = join(dir, "tampered.json");
   truncatedFile = join(dir, "truncated.json");
+  frontCutFile = join(dir, "front-cut.json");
   jwksFile = join(dir, "service-jwks.json");
   const tampered = copy(chain);
   tampered[9]!.payload.amount = 0;
@@ -33,6 +35,7 @@ beforeAll(async () => {
   await writeFile(validFile, JSON.stringify({ records: chain, jwks: keyring.jwks(), head }));
   await writeFile(tamperedFile, JSON.stringify({ records: tampered, jwks: keyring.jwks(), head }));
   await writeFile(truncatedFile, JSON.stringify({ records: chain.slice(0, 17), jwks: keyring.jwks(), head }));
+  await writeFile(frontCutFile, JSON.stringify({ records: chain.slice(5), jwks: keyring.jwks(), head }));
   await writeFile(jwksFile, JSON.stringify(keyring.jwks()));
 });
 
@@ -91,6 +94,23 @@ describe("mandate evidence verify (child process)", () => {
     expect(stdout).toContain("INVALID: 1 problem");
     expect(stdout).toMatch(/^ {2}truncated \(org_test, seq 20\): the export ends at seq 17 but the signed head is at seq 20: seq 18 to 20 \(3 records\) are missing$/m);
     expect(code).toBe(1);
+  });
+
+  it("exits 1 for an export with its first records cut (prefix_missing); with --after naming where it continues, 0", async () => {
+    const cut = await mandate("evidence", "verify", "--jwks", jwksFile, frontCutFile);
+    expect(cut.stdout).toMatch(/^ {2}prefix_missing \(records\[0\], org_test, seq 6, [^)]+\): the chain starts at seq 6: seq 1 to 5 \(5 records\) are missing/m);
+    expect(cut.code).toBe(1);
+    const continued = await mandate("evidence", "verify", "--jwks", jwksFile, "--organization", "org_test", "--after", `5:${chain[4]!.digest}`, frontCutFile);
+    expect(continued.stdout).toContain(`continues seq 5 (digest ${chain[4]!.digest}, as --after gives it)`);
+    expect(continued.stdout).toContain("VALID");
+    expect(continued.code).toBe(0);
+    const wrongLink = await mandate("evidence", "verify", "--jwks", jwksFile, "--organization", "org_test", "--after", `5:${chain[3]!.digest}`, frontCutFile);
+    expect(wrongLink.stdout).toMatch(/^ {2}chain_broken \(records\[0\], org_test, seq 6, [^)]+\): prev_digest/m);
+    expect(wrongLink.code).toBe(1);
+    for (const bad of [["--after", `5:${chain[4]!.digest}`], ["--organization", "org_test", "--after", "5"], ["--organization", "org_test", "--after", `0:${chain[4]!.digest}`]]) {
+      const refused = await mandate("evidence", "verify", "--jwks", jwksFile, ...bad, frontCutFile);
+      expect(refused.code, bad.join(" ")).toBe(2);
+    }
   });
 
   it("exits 1 and prints each problem for a tampered export", async () => {

@@ -100,10 +100,22 @@ describe("verifyEvidenceExport", () => {
     expect(result.problems[0]!.message).toMatch(/^the head /);
   });
 
-  it("accepts an export that starts mid-chain and says its first link is unchecked", () => {
-    const result = verifyEvidenceExport({ records: chain.slice(5), jwks: exported.jwks, head });
+  it("catches records cut from the front (prefix_missing), one or many", () => {
+    expect(findings(chain.slice(5))).toEqual([["prefix_missing", 6]]);
+    expect(findings(chain.slice(1))).toEqual([["prefix_missing", 2]]);
+    expect(verifyEvidenceExport({ records: chain.slice(5), jwks: exported.jwks, head }).problems[0]!.message).toMatch(/seq 1 to 5 \(5 records\) are missing/);
+  });
+
+  it("accepts an export that continues one verified before (after: the seq and digest it links to), and nothing else", () => {
+    const organizationId = "org_test";
+    const continues = (after: { seq: number; digest: string }) => verifyEvidenceExport({ records: chain.slice(5), jwks: exported.jwks, head }, { organizationId, after });
+    const result = continues({ seq: 5, digest: chain[4]!.digest });
     expect(result.ok).toBe(true);
     expect(result.chains[0]).toMatchObject({ first_seq: 6, last_seq: 20, from_genesis: false });
+    expect(continues({ seq: 5, digest: chain[3]!.digest }).problems.map((p) => [p.problem, p.seq])).toEqual([["chain_broken", 6]]);
+    expect(continues({ seq: 4, digest: chain[3]!.digest }).problems.map((p) => [p.problem, p.seq])).toEqual([["prefix_missing", 6]]);
+    expect(continues({ seq: 6, digest: chain[5]!.digest }).problems.map((p) => [p.problem, p.seq])).toEqual([["prefix_missing", 6]]);
+    expect(() => verifyEvidenceExport(exported, { after: { seq: 5, digest: chain[4]!.digest } })).toThrow(/needs `organizationId`/);
   });
 
   describe("the signed head", () => {
