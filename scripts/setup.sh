@@ -66,7 +66,9 @@ if [ ! -f dist/.build-stamp ] || [ -n "$(find src package.json tsconfig.json tsc
 fi
 
 # --- the console ----------------------------------------------------------------
-if [ ! -f console/dist/index.html ]; then
+# console/dist is rebuilt when missing or older than its sources (the console's own, and the
+# generated API code it imports), so a pull never leaves `npm start` serving an old console.
+if [ ! -f console/dist/index.html ] || [ -n "$(find console/src console/index.html console/vite.config.ts src/gen package.json -newer console/dist/index.html -print -quit)" ]; then
   say "building the console (console/dist)"
   npm run --silent build:console -- --logLevel warn
 fi
