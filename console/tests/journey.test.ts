@@ -3,7 +3,7 @@ import type { Browser } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { MandateClient, type AgentIdentity } from "@mandate/client";
 import type { TestService } from "../../test/support/service.js";
-import { checkPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signUpSandbox, tabTo } from "./browser.js";
+import { checkPage, expectCleanConsole, navTo, openPage, serviceAndBrowser, signIn, signUpSandbox, tabTo } from "./browser.js";
 import { activeAgent, publishVendorPayments } from "./vendor-payments.js";
 
 /*
@@ -257,6 +257,40 @@ describe("the console", () => {
       expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
       // 401 for the unknown key, 403 and 404 from the permission probes.
       expectCleanConsole(problems, [400, 401, 403, 404]);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it("a review resolved elsewhere while its page is open: the refusal says so, and the page shows it resolved", async () => {
+    const org = await svc.newOrg();
+    const admin = new MandateClient({ base_url: svc.baseUrl, api_key: org.apiKey });
+    const suffix = randomUUID().slice(0, 8);
+    const [principal, approverKey] = await Promise.all([
+      admin.createPrincipal({ display_name: `Rhea Race ${suffix}`, kind: "person", external_ref: `rhea-${suffix}` }),
+      admin.createApiKey("approver", ["POLICY_APPROVER", "REVIEWER"]),
+    ]);
+    const approver = admin.withApiKey(approverKey.api_key);
+    await publishVendorPayments(admin, approver, principal.external_ref, [[5_000, 1]]);
+    const agent = await activeAgent(admin, `race-bot-${suffix}`, principal.principal_id);
+    const decision = await new MandateClient({ base_url: svc.baseUrl }).submitIntent(agent, { action: "vendor_payment", amount: 2_000, currency: "USD", counterparty: "ACME Corp" });
+    expect(decision).toMatchObject({ outcome: "HUMAN_REVIEW", status: "PENDING" });
+    const context = await browser.newContext({ viewport: DESKTOP, baseURL: svc.baseUrl });
+    const { page, problems } = await openPage(context);
+    try {
+      await signIn(page, org.apiKey);
+      await page.goto(`/console/reviews/${decision.decision_id}`);
+      await expect.poll(() => page.getByTestId("status").textContent()).toBe("PENDING");
+      // Another reviewer rejects it through the API while this page still shows the form.
+      await approver.reviewDecision(decision.decision_id, "rejected", "Duplicate invoice.");
+      await page.getByLabel("Note (required)").fill("Looks right to me.");
+      await page.getByRole("button", { name: "Approve" }).click();
+      await page.getByRole("alert").filter({ hasText: "The review was refused" }).waitFor();
+      await expect.poll(() => page.getByTestId("status").textContent()).toBe("RESOLVED");
+      expect(await page.getByRole("button", { name: "Approve" }).count()).toBe(0);
+      await checkPage(page, "review-race", "01-resolved-elsewhere");
+      // The refusal itself (409), and the permission probes' 400, 403 and 404 (as in the journeys above).
+      expectCleanConsole(problems, [400, 403, 404, 409]);
     } finally {
       await context.close();
     }

@@ -74,17 +74,25 @@ export function useDecision(decisionId: string) {
   return useQuery(DecisionService.method.getDecision, { decisionId });
 }
 
-/** DecisionService.ReviewDecision: the answer is the decision as it now stands, written into the cache. */
+/**
+ * DecisionService.ReviewDecision: the answer is the decision as it now stands, written into the
+ * cache. A refusal reads the decision again: it was most likely resolved (or approved once) by
+ * someone else meanwhile, and the page must show that rather than the form it had.
+ */
 export function useReviewDecision() {
   const queryClient = useQueryClient();
   const transport = useTransport();
+  const decisionKey = (decisionId: string) =>
+    createConnectQueryKey({ schema: DecisionService.method.getDecision, input: { decisionId }, transport, cardinality: "finite" });
+  const invalidateQueue = () => queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: undefined }) });
   return useMutation(DecisionService.method.reviewDecision, {
     onSuccess: (decision: Decision) => {
-      queryClient.setQueryData(
-        createConnectQueryKey({ schema: DecisionService.method.getDecision, input: { decisionId: decision.decisionId }, transport, cardinality: "finite" }),
-        decision,
-      );
-      void queryClient.invalidateQueries({ queryKey: createConnectQueryKey({ schema: DecisionService.method.listDecisions, cardinality: undefined }) });
+      queryClient.setQueryData(decisionKey(decision.decisionId), decision);
+      void invalidateQueue();
+    },
+    onError: (_err, request) => {
+      if (request.decisionId) void queryClient.invalidateQueries({ queryKey: decisionKey(request.decisionId) });
+      void invalidateQueue();
     },
   });
 }

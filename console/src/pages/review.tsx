@@ -40,6 +40,9 @@ export function DecisionShell({ decisionId, back, view: View }: { decisionId: st
 function DecisionView({ decision: d }: { decision: Decision }) {
   const resolved = d.status === DecisionStatus.RESOLVED;
   const needed = approvalsNeeded(d);
+  // Held here, not in the form: a review refused because someone else resolved it meanwhile
+  // re-reads the decision, the form goes, and the refusal must still say why.
+  const review = useReviewDecision();
   return (
     <>
       <section className="card" aria-label="Decision">
@@ -74,6 +77,7 @@ function DecisionView({ decision: d }: { decision: Decision }) {
       )}
       {resolved && d.resolution ? (
         <>
+          <ApiError error={review.error} title="The review was refused" />
           <ResolutionCard decision={d} resolution={d.resolution} />
           <p className="card">
             <Link to={`/decisions/${encodeURIComponent(d.decisionId)}`}>Decision and evidence record</Link>
@@ -81,7 +85,7 @@ function DecisionView({ decision: d }: { decision: Decision }) {
           </p>
         </>
       ) : d.status === DecisionStatus.PENDING ? (
-        <ReviewForm decision={d} />
+        <ReviewForm decision={d} review={review} />
       ) : (
         <p className="card muted">An {Outcome[d.outcome]} decision is final the moment it is returned: there is nothing to review.</p>
       )}
@@ -126,10 +130,9 @@ export function ResolutionCard({ decision: d, resolution }: { decision: Decision
 }
 
 /** Approve or reject with a note (required by the API, 1..2000 characters); refusals shown as the API gives them. */
-function ReviewForm({ decision: d }: { decision: Decision }) {
+function ReviewForm({ decision: d, review }: { decision: Decision; review: ReturnType<typeof useReviewDecision> }) {
   const id = useId();
   const canReview = useCan("REVIEWER");
-  const review = useReviewDecision();
   const [note, setNote] = useState("");
   const [missingNote, setMissingNote] = useState(false);
   if (!canReview) return <p className="card muted">This key lacks REVIEWER: it cannot approve or reject.</p>;
