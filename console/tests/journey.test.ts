@@ -289,6 +289,8 @@ describe("the console", () => {
       await expect.poll(() => page.getByTestId("status").textContent()).toBe("RESOLVED");
       expect(await page.getByRole("button", { name: "Approve" }).count()).toBe(0);
       await checkPage(page, "review-race", "01-resolved-elsewhere");
+      // The Intent in its own member order (the API returns it in the database's: nonce first).
+      expect(await page.getByLabel("The Intent as recorded").textContent()).toMatch(/^\{\s*"agent_id": [^,]+,\s*"action": "vendor_payment",\s*"amount": 2000,\s*"currency": "USD",\s*"counterparty": "ACME Corp",\s*"requested_at": [^,]+,\s*"nonce": "[^"]+"\s*\}$/);
       // The refusal itself (409), and the permission probes' 400, 403 and 404 (as in the journeys above).
       expectCleanConsole(problems, [400, 403, 404, 409]);
     } finally {

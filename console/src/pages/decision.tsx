@@ -9,7 +9,7 @@ import { DecisionFacts } from "../components/decision-facts";
 import { EvidenceRecordView, evidencePath } from "../components/evidence-record";
 import { Link } from "../components/link";
 import { decisionDisagreements } from "../evidence-signature";
-import { formatTime, isoTime } from "../format";
+import { formatTime, intentText, isoTime } from "../format";
 import { DecisionShell, ResolutionCard } from "./review";
 import { statusText } from "./decisions";
 import "../authoring.css";
@@ -68,8 +68,8 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         <h2 id={`${id}-i`} className="h3">
           Intent
         </h2>
-        <pre className="intent" tabIndex={0} aria-label="The Intent as submitted">
-          {JSON.stringify(d.intent ?? {}, null, 2)}
+        <pre className="intent" tabIndex={0} aria-label="The Intent as recorded">
+          {intentText(d.intent)}
         </pre>
       </section>
       {!canReadEvidence ? (

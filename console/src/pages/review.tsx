@@ -4,7 +4,7 @@ import { useCan, useDecision, useReviewDecision } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
 import { Link } from "../components/link";
-import { formatTime, isoTime } from "../format";
+import { formatTime, intentText, isoTime } from "../format";
 
 /** How many approvals a review needs: two for requires_dual_approval (src/domain/decisions.ts). */
 function approvalsNeeded(d: Decision): number {
@@ -91,8 +91,8 @@ function DecisionView({ decision: d }: { decision: Decision }) {
       )}
       <section className="card" aria-label="Attempted Intent">
         <h2 className="h3">Attempted Intent</h2>
-        <pre className="intent" tabIndex={0} aria-label="The Intent as submitted">
-          {JSON.stringify(d.intent ?? {}, null, 2)}
+        <pre className="intent" tabIndex={0} aria-label="The Intent as recorded">
+          {intentText(d.intent)}
         </pre>
       </section>
     </>
