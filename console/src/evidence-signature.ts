@@ -1,7 +1,7 @@
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import canonicalize from "canonicalize";
-import { Outcome, type Decision } from "../../src/gen/mandate/v1/decisions_pb.js";
+import { Outcome, ReviewResolution, type Decision } from "../../src/gen/mandate/v1/decisions_pb.js";
 import type { EvidenceHead, EvidenceRecord } from "../../src/gen/mandate/v1/evidence_pb.js";
 
 /*
@@ -151,6 +151,29 @@ export function decisionDisagreements(d: Decision, r: EvidenceRecord): string[] 
     ["graph_version", (p.graph_version ?? 0) === d.graphVersion],
     ["bundle_digest", (p.bundle_digest ?? "") === d.bundleDigest],
     ["evaluated_at", d.evaluatedAt !== undefined && p.evaluated_at === timestampDate(d.evaluatedAt).toISOString()],
+  ];
+  return checks.filter(([, ok]) => !ok).map(([name]) => name);
+}
+
+/**
+ * What a resolved review as GetDecision shows it (its resolution and approvals) and its signed
+ * records disagree on, as field names; empty when they agree. `records` are the review's records
+ * in chain order: each `decision.approval_recorded`, then the `decision.resolved` that ended it.
+ */
+export function reviewDisagreements(d: Decision, records: readonly EvidenceRecord[]): string[] {
+  const r = d.resolution;
+  const resolved = records.find((x) => x.kind === "decision.resolved");
+  if (!r || !resolved) return ["resolution"];
+  const p = resolved.payload ?? {};
+  // The approvals as signed: every approval recorded before, and the resolving one when it approved.
+  const signed = records.filter((x) => x.kind === "decision.approval_recorded" || (x === resolved && p.resolution === "approved")).map((x) => [x.payload?.by, x.payload?.reason]);
+  const checks: [string, boolean][] = [
+    ["decision_id", resolved.subjectId === d.decisionId && p.decision_id === d.decisionId],
+    ["resolution", p.resolution === (r.resolution === ReviewResolution.APPROVED ? "approved" : r.resolution === ReviewResolution.REJECTED ? "rejected" : "")],
+    ["resolved_by", p.by === r.resolvedBy],
+    ["note", p.reason === r.reason],
+    ["status", p.status === "RESOLVED"],
+    ["approvals", canonicalize(signed) === canonicalize(d.approvals.map((a) => [a.resolvedBy, a.reason]))],
   ];
   return checks.filter(([, ok]) => !ok).map(([name]) => name);
 }

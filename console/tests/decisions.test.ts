@@ -206,6 +206,10 @@ describe("the decisions and evidence pages", () => {
       expect(await page.getByTestId("resolution-value").textContent()).toBe("approved");
       expect(await waitForVerdict(page)).toBe("Signature verified");
       expect(await page.getByTestId("record-match").textContent()).toMatch(/^✓/);
+      // The resolution shown is the one its own signed record states.
+      await expect
+        .poll(() => page.getByTestId("resolution-records").textContent(), { timeout: 15_000 })
+        .toMatch(/^✓ The resolution is signed: its record says the same resolution, reviewer, note and approvals, signature verified here\./);
       await expect.poll(() => page.getByTestId("capability-state").textContent(), { timeout: 15_000 }).toBe("issued");
       expect(await page.getByTestId("reconciliation").textContent()).toContain("Not reconciled");
       await checkPage(page, run, "08-decision-review-approved");
@@ -232,6 +236,20 @@ describe("the decisions and evidence pages", () => {
       await page.goto(`/console/decisions/${denies[1]!.decision_id}`);
       expect(await waitForVerdict(page)).toMatch(/^Signature invalid: the signature is not key \S+'s signature of the digest$/);
       await checkPage(page, run, "10-decision-tampered-signature");
+      await page.unrouteAll({ behavior: "wait" });
+
+      // The review's records are checked the same way: a resolution record altered in flight fails.
+      await page.route("**/mandate.v1.EvidenceService/ListEvidence", async (route) => {
+        const response = await route.fetch();
+        const answer = (await response.json()) as { records?: Record<string, unknown>[] };
+        for (const r of answer.records ?? []) if (r.kind === "decision.resolved") (r.payload as Record<string, unknown>).reason = "Approved without looking.";
+        await route.fulfill({ response, json: answer });
+      });
+      await page.goto(`/console/decisions/${approved.decision_id}`);
+      await expect
+        .poll(() => page.getByTestId("resolution-records").textContent(), { timeout: 15_000 })
+        .toMatch(/^✗ 1 of the review's 1 signed record fails the signature check\./);
+      await checkPage(page, run, "10b-decision-tampered-resolution");
       await page.unrouteAll({ behavior: "wait" });
 
       // An unknown id: the API's refusal, shown as such.

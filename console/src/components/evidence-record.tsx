@@ -22,8 +22,8 @@ function valueText(v: JsonValue): string {
   return typeof v === "string" ? v : JSON.stringify(v);
 }
 
-/** The answer of `check(input, jwks)`, or null while it runs or either is missing. */
-function useCheck<T, R>(input: T | undefined, jwks: KeySet | undefined, check: (input: T, jwks: KeySet) => Promise<R>): R | null {
+/** The answer of `check(input, jwks)`, or null while it runs or either is missing; `input` must keep its identity between renders. */
+export function useCheck<T, R>(input: T | undefined, jwks: KeySet | undefined, check: (input: T, jwks: KeySet) => Promise<R>): R | null {
   const [result, setResult] = useState<{ of: T; is: R } | null>(null);
   useEffect(() => {
     let current = true;

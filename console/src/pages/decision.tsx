@@ -1,14 +1,14 @@
-import { useId } from "react";
+import { useCallback, useId, useMemo } from "react";
 import { CapabilityState, type Capability } from "../../../src/gen/mandate/v1/capabilities_pb.js";
 import { DecisionStatus, Outcome, ReconciliationStatus, ReviewResolution, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import type { EvidenceRecord } from "../../../src/gen/mandate/v1/evidence_pb.js";
-import { TRAIL_PAGE, capabilityTrail, useCapability, useChainAfter, useEvidenceRecord } from "../api/decisions";
+import { TRAIL_PAGE, capabilityTrail, useCapability, useChainAfter, useEvidenceRecord, useJwks } from "../api/decisions";
 import { useCan } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
-import { EvidenceRecordView, evidencePath } from "../components/evidence-record";
+import { EvidenceRecordView, evidencePath, useCheck } from "../components/evidence-record";
 import { Link } from "../components/link";
-import { decisionDisagreements } from "../evidence-signature";
+import { checkEvidenceSignature, decisionDisagreements, reviewDisagreements, type KeySet } from "../evidence-signature";
 import { formatTime, intentText, isoTime } from "../format";
 import { DecisionShell, ResolutionCard } from "./review";
 import { statusText } from "./decisions";
@@ -80,6 +80,7 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         <ApiError error={evidence.error} title="The evidence record could not be read" />
       ) : (
         <>
+          {d.resolution && <ResolutionRecords decision={d} record={evidence.data} />}
           <CapabilityCard decision={d} record={evidence.data} />
           <ReconciliationCard decision={d} />
           <EvidenceRecordView record={evidence.data}>
@@ -102,6 +103,59 @@ function RecordMatch({ decision, record }: { decision: Decision; record: Evidenc
   ) : (
     <p className="link-bad" data-testid="record-match">
       ✗ The record differs from the decision shown above in: {differ.join(", ")}.
+    </p>
+  );
+}
+
+/**
+ * A resolved review's own signed records (each approval, then the resolution), found in the chain
+ * after the decision's record, their signatures checked here and compared with the resolution the
+ * page shows: GetDecision's answer is not signed, and the decision's record predates the review.
+ */
+function ResolutionRecords({ decision: d, record }: { decision: Decision; record: EvidenceRecord }) {
+  const chain = useChainAfter(record.seq, true);
+  const records = useMemo(
+    () => (chain.data?.pages ?? []).flatMap((p) => p.records).filter((r) => r.kind.startsWith("decision.") && r.subjectId === d.decisionId),
+    [chain.data, d.decisionId],
+  );
+  const resolved = records.find((r) => r.kind === "decision.resolved");
+  const jwks = useJwks();
+  const checkAll = useCallback((rs: EvidenceRecord[], keys: KeySet) => Promise.all(rs.map((r) => checkEvidenceSignature(r, keys))), []);
+  const signatures = useCheck(resolved ? records : undefined, jwks.data, checkAll);
+  let text: string;
+  let tone = "";
+  if (chain.error) text = "The review's records could not be read.";
+  else if (jwks.error) text = "The review's records were not checked: the service's keys could not be read.";
+  else if (!resolved) {
+    const read = (chain.data?.pages ?? []).reduce((n, p) => n + p.records.length, 0);
+    text = chain.isPending || chain.isFetchingNextPage ? "Looking for the review's signed records…" : `The resolution's record is not among the ${read} records read after the decision.`;
+  }
+  else if (!signatures) text = "Checking the review's signed records…";
+  else {
+    const invalid = signatures.filter((s) => !s.ok).length;
+    const differ = reviewDisagreements(d, records);
+    tone = invalid === 0 && differ.length === 0 ? "link-ok" : "link-bad";
+    text =
+      invalid > 0
+        ? `✗ ${invalid} of the review's ${records.length} signed record${records.length === 1 ? "" : "s"} fail${invalid === 1 ? "s" : ""} the signature check.`
+        : differ.length > 0
+          ? `✗ The review's signed records differ from the resolution shown above in: ${differ.join(", ")}.`
+          : `✓ The resolution is signed: ${records.length === 1 ? "its record says" : `its ${records.length} records say`} the same resolution, reviewer, note and approvals, signature${records.length === 1 ? "" : "s"} verified here.`;
+  }
+  return (
+    <p className={`card ${tone}`} data-testid="resolution-records" role="status" aria-live="polite">
+      {text}
+      {resolved && (
+        <>
+          {" "}
+          <Link to={evidencePath(resolved.evidenceId)}>The resolution&apos;s record</Link>
+        </>
+      )}
+      {!resolved && chain.hasNextPage && !chain.isFetchingNextPage && (
+        <button type="button" className="secondary" onClick={() => void chain.fetchNextPage()}>
+          Read the next {TRAIL_PAGE} records of the chain
+        </button>
+      )}
     </p>
   );
 }
