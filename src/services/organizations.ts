@@ -1,6 +1,7 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Organizations, ApiKeyRow, OrganizationRow } from "../domain/organizations.js";
 import { OrganizationService } from "../gen/mandate/v1/organizations_pb.js";
+import { PERMISSIONS } from "../base/caller.js";
 import { orgCaller } from "./context.js";
 import { enumCodec, permissionFromProto, permissionToProto, ts } from "./convert.js";
 
@@ -33,6 +34,16 @@ export class OrganizationServiceImpl implements ServiceImpl<typeof OrganizationS
 
   async getOrganization(_req: unknown, ctx: HandlerContext) {
     return organization(await this.organizations.get(orgCaller(ctx)));
+  }
+
+  getCaller(_req: unknown, ctx: HandlerContext) {
+    const caller = orgCaller(ctx);
+    return {
+      organizationId: caller.organizationId,
+      identity: caller.identity,
+      // In the permissions' own order, whatever order the key was created with.
+      permissions: PERMISSIONS.filter((p) => caller.permissions.has(p)).map(permissionToProto),
+    };
   }
 
   async createApiKey(req: { name: string; permissions: number[] }, ctx: HandlerContext) {

@@ -24,6 +24,7 @@ export const ACCESS: Readonly<Record<string, Access>> = {
   "SandboxService.CreateSandboxOrganization": { mode: "public" },
   "OrganizationService.CreateOrganization": { mode: "platform" },
   "OrganizationService.GetOrganization": org(),
+  "OrganizationService.GetCaller": org(),
   "OrganizationService.CreateApiKey": org("ORG_ADMIN"),
   "OrganizationService.ListApiKeys": org("ORG_ADMIN"),
   "OrganizationService.RevokeApiKey": org("ORG_ADMIN"),

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mandate/v1/organizations.proto.
  */
 export const file_mandate_v1_organizations: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tYW5kYXRlL3YxL29yZ2FuaXphdGlvbnMucHJvdG8SCm1hbmRhdGUudjEipAEKDE9yZ2FuaXphdGlvbhIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdzYW5kYm94GAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKBXN0YXRlGAUgASgOMh0ubWFuZGF0ZS52MS5Pcmdhbml6YXRpb25TdGF0ZSI1ChpTdXNwZW5kT3JnYW5pemF0aW9uUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiOAodUmVhY3RpdmF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIi4KGUNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECInYKGkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEi4KDG9yZ2FuaXphdGlvbhgDIAEoCzIYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIhgKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QiswEKBkFwaUtleRIOCgZrZXlfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIrCgtwZXJtaXNzaW9ucxgDIAMoDjIWLm1hbmRhdGUudjEuUGVybWlzc2lvbhIuCgpjcmVhdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJaChNDcmVhdGVBcGlLZXlSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhIwCgtwZXJtaXNzaW9ucxgCIAMoDjIWLm1hbmRhdGUudjEuUGVybWlzc2lvbkID4EECIqIBChRDcmVhdGVBcGlLZXlSZXNwb25zZRIOCgZrZXlfaWQYASABKAkSDwoHYXBpX2tleRgCIAEoCRIMCgRuYW1lGAMgASgJEisKC3Blcm1pc3Npb25zGAQgAygOMhYubWFuZGF0ZS52MS5QZXJtaXNzaW9uEi4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhQKEkxpc3RBcGlLZXlzUmVxdWVzdCI7ChNMaXN0QXBpS2V5c1Jlc3BvbnNlEiQKCGFwaV9rZXlzGAEgAygLMhIubWFuZGF0ZS52MS5BcGlLZXkiJQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIOCgZrZXlfaWQYASABKAkiNgogQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlcXVlc3QSEgoFZW1haWwYASABKAlCA+BBAiJpCiFDcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uUmVzcG9uc2USFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSGgoSc3RhcnRlcl9wb2xpY3lfa2V5GAMgASgJKooECgpQZXJtaXNzaW9uEhoKFlBFUk1JU1NJT05fVU5TUEVDSUZJRUQQABInChRQRVJNSVNTSU9OX09SR19BRE1JThABGg3K8xgJT1JHX0FETUlOEisKFlBFUk1JU1NJT05fQUdFTlRfQURNSU4QAhoPyvMYC0FHRU5UX0FETUlOEi8KGFBFUk1JU1NJT05fUE9MSUNZX0FVVEhPUhADGhHK8xgNUE9MSUNZX0FVVEhPUhIzChpQRVJNSVNTSU9OX1BPTElDWV9BUFBST1ZFUhAEGhPK8xgPUE9MSUNZX0FQUFJPVkVSEiUKE1BFUk1JU1NJT05fUkVWSUVXRVIQBRoMyvMYCFJFVklFV0VSEjUKG1BFUk1JU1NJT05fQ0FQQUJJTElUWV9JU1NVRRAGGhTK8xgQQ0FQQUJJTElUWV9JU1NVRRI3ChxQRVJNSVNTSU9OX0NBUEFCSUxJVFlfVkVSSUZZEAcaFcrzGBFDQVBBQklMSVRZX1ZFUklGWRIvChhQRVJNSVNTSU9OX0RFQ0lTSU9OX1JFQUQQCBoRyvMYDURFQ0lTSU9OX1JFQUQSLwoYUEVSTUlTU0lPTl9FVklERU5DRV9SRUFEEAkaEcrzGA1FVklERU5DRV9SRUFEEisKFlBFUk1JU1NJT05fRVZFTlRTX1JFQUQQChoPyvMYC0VWRU5UU19SRUFEKpMBChFPcmdhbml6YXRpb25TdGF0ZRIiCh5PUkdBTklaQVRJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIpChlPUkdBTklaQVRJT05fU1RBVEVfQUNUSVZFEAEaCsrzGAZhY3RpdmUSLwocT1JHQU5JWkFUSU9OX1NUQVRFX1NVU1BFTkRFRBACGg3K8xgJc3VzcGVuZGVkMpgHChNPcmdhbml6YXRpb25TZXJ2aWNlEoEBChJDcmVhdGVPcmdhbml6YXRpb24SJS5tYW5kYXRlLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaJi5tYW5kYXRlLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlIhyC0+STAhY6ASoiES92MS9vcmdhbml6YXRpb25zEmkKD0dldE9yZ2FuaXphdGlvbhIiLm1hbmRhdGUudjEuR2V0T3JnYW5pemF0aW9uUmVxdWVzdBoYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIhiC0+STAhISEC92MS9vcmdhbml6YXRpb24SdwoMQ3JlYXRlQXBpS2V5Eh8ubWFuZGF0ZS52MS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiAubWFuZGF0ZS52MS5DcmVhdGVBcGlLZXlSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvb3JnYW5pemF0aW9uL2FwaS1rZXlzEnEKC0xpc3RBcGlLZXlzEh4ubWFuZGF0ZS52MS5MaXN0QXBpS2V5c1JlcXVlc3QaHy5tYW5kYXRlLnYxLkxpc3RBcGlLZXlzUmVzcG9uc2UiIYLT5JMCGxIZL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cxJ5CgxSZXZva2VBcGlLZXkSHy5tYW5kYXRlLnYxLlJldm9rZUFwaUtleVJlcXVlc3QaEi5tYW5kYXRlLnYxLkFwaUtleSI0gtPkkwIuOgEqIikvdjEvb3JnYW5pemF0aW9uL2FwaS1rZXlzL3trZXlfaWR9L3Jldm9rZRKPAQoTU3VzcGVuZE9yZ2FuaXphdGlvbhImLm1hbmRhdGUudjEuU3VzcGVuZE9yZ2FuaXphdGlvblJlcXVlc3QaGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiI2gtPkkwIwOgEqIisvdjEvb3JnYW5pemF0aW9ucy97b3JnYW5pemF0aW9uX2lkfS9zdXNwZW5kEpgBChZSZWFjdGl2YXRlT3JnYW5pemF0aW9uEikubWFuZGF0ZS52MS5SZWFjdGl2YXRlT3JnYW5pemF0aW9uUmVxdWVzdBoYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIjmC0+STAjM6ASoiLi92MS9vcmdhbml6YXRpb25zL3tvcmdhbml6YXRpb25faWR9L3JlYWN0aXZhdGUysQEKDlNhbmRib3hTZXJ2aWNlEp4BChlDcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uEiwubWFuZGF0ZS52MS5DcmVhdGVTYW5kYm94T3JnYW5pemF0aW9uUmVxdWVzdBotLm1hbmRhdGUudjEuQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlc3BvbnNlIiSC0+STAh46ASoiGS92MS9zYW5kYm94L29yZ2FuaXphdGlvbnNCbwoOZGV2Lm1hbmRhdGUudjFCEk9yZ2FuaXphdGlvbnNQcm90b1ABWjpnaXRodWIuY29tL21hbmRhdGUtZGV2L21hbmRhdGUvZ2VuL2dvL21hbmRhdGUvdjE7bWFuZGF0ZXYxqgIKTWFuZGF0ZS5WMWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_mandate_v1_options]);
+  fileDesc("Ch5tYW5kYXRlL3YxL29yZ2FuaXphdGlvbnMucHJvdG8SCm1hbmRhdGUudjEipAEKDE9yZ2FuaXphdGlvbhIXCg9vcmdhbml6YXRpb25faWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdzYW5kYm94GAMgASgIEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKBXN0YXRlGAUgASgOMh0ubWFuZGF0ZS52MS5Pcmdhbml6YXRpb25TdGF0ZSI1ChpTdXNwZW5kT3JnYW5pemF0aW9uUmVxdWVzdBIXCg9vcmdhbml6YXRpb25faWQYASABKAkiOAodUmVhY3RpdmF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJIi4KGUNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECInYKGkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEi4KDG9yZ2FuaXphdGlvbhgDIAEoCzIYLm1hbmRhdGUudjEuT3JnYW5pemF0aW9uIhgKFkdldE9yZ2FuaXphdGlvblJlcXVlc3QiEgoQR2V0Q2FsbGVyUmVxdWVzdCJgCgZDYWxsZXISFwoPb3JnYW5pemF0aW9uX2lkGAEgASgJEhAKCGlkZW50aXR5GAIgASgJEisKC3Blcm1pc3Npb25zGAMgAygOMhYubWFuZGF0ZS52MS5QZXJtaXNzaW9uIrMBCgZBcGlLZXkSDgoGa2V5X2lkGAEgASgJEgwKBG5hbWUYAiABKAkSKwoLcGVybWlzc2lvbnMYAyADKA4yFi5tYW5kYXRlLnYxLlBlcm1pc3Npb24SLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWgoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIRCgRuYW1lGAEgASgJQgPgQQISMAoLcGVybWlzc2lvbnMYAiADKA4yFi5tYW5kYXRlLnYxLlBlcm1pc3Npb25CA+BBAiKiAQoUQ3JlYXRlQXBpS2V5UmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB2FwaV9rZXkYAiABKAkSDAoEbmFtZRgDIAEoCRIrCgtwZXJtaXNzaW9ucxgEIAMoDjIWLm1hbmRhdGUudjEuUGVybWlzc2lvbhIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIUChJMaXN0QXBpS2V5c1JlcXVlc3QiOwoTTGlzdEFwaUtleXNSZXNwb25zZRIkCghhcGlfa2V5cxgBIAMoCzISLm1hbmRhdGUudjEuQXBpS2V5IiUKE1Jldm9rZUFwaUtleVJlcXVlc3QSDgoGa2V5X2lkGAEgASgJIjYKIENyZWF0ZVNhbmRib3hPcmdhbml6YXRpb25SZXF1ZXN0EhIKBWVtYWlsGAEgASgJQgPgQQIiaQohQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlc3BvbnNlEhcKD29yZ2FuaXphdGlvbl9pZBgBIAEoCRIPCgdhcGlfa2V5GAIgASgJEhoKEnN0YXJ0ZXJfcG9saWN5X2tleRgDIAEoCSqKBAoKUGVybWlzc2lvbhIaChZQRVJNSVNTSU9OX1VOU1BFQ0lGSUVEEAASJwoUUEVSTUlTU0lPTl9PUkdfQURNSU4QARoNyvMYCU9SR19BRE1JThIrChZQRVJNSVNTSU9OX0FHRU5UX0FETUlOEAIaD8rzGAtBR0VOVF9BRE1JThIvChhQRVJNSVNTSU9OX1BPTElDWV9BVVRIT1IQAxoRyvMYDVBPTElDWV9BVVRIT1ISMwoaUEVSTUlTU0lPTl9QT0xJQ1lfQVBQUk9WRVIQBBoTyvMYD1BPTElDWV9BUFBST1ZFUhIlChNQRVJNSVNTSU9OX1JFVklFV0VSEAUaDMrzGAhSRVZJRVdFUhI1ChtQRVJNSVNTSU9OX0NBUEFCSUxJVFlfSVNTVUUQBhoUyvMYEENBUEFCSUxJVFlfSVNTVUUSNwocUEVSTUlTU0lPTl9DQVBBQklMSVRZX1ZFUklGWRAHGhXK8xgRQ0FQQUJJTElUWV9WRVJJRlkSLwoYUEVSTUlTU0lPTl9ERUNJU0lPTl9SRUFEEAgaEcrzGA1ERUNJU0lPTl9SRUFEEi8KGFBFUk1JU1NJT05fRVZJREVOQ0VfUkVBRBAJGhHK8xgNRVZJREVOQ0VfUkVBRBIrChZQRVJNSVNTSU9OX0VWRU5UU19SRUFEEAoaD8rzGAtFVkVOVFNfUkVBRCqTAQoRT3JnYW5pemF0aW9uU3RhdGUSIgoeT1JHQU5JWkFUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASKQoZT1JHQU5JWkFUSU9OX1NUQVRFX0FDVElWRRABGgrK8xgGYWN0aXZlEi8KHE9SR0FOSVpBVElPTl9TVEFURV9TVVNQRU5ERUQQAhoNyvMYCXN1c3BlbmRlZDL4BwoTT3JnYW5pemF0aW9uU2VydmljZRKBAQoSQ3JlYXRlT3JnYW5pemF0aW9uEiUubWFuZGF0ZS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXF1ZXN0GiYubWFuZGF0ZS52MS5DcmVhdGVPcmdhbml6YXRpb25SZXNwb25zZSIcgtPkkwIWOgEqIhEvdjEvb3JnYW5pemF0aW9ucxJpCg9HZXRPcmdhbml6YXRpb24SIi5tYW5kYXRlLnYxLkdldE9yZ2FuaXphdGlvblJlcXVlc3QaGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiIYgtPkkwISEhAvdjEvb3JnYW5pemF0aW9uEl4KCUdldENhbGxlchIcLm1hbmRhdGUudjEuR2V0Q2FsbGVyUmVxdWVzdBoSLm1hbmRhdGUudjEuQ2FsbGVyIh+C0+STAhkSFy92MS9vcmdhbml6YXRpb24vY2FsbGVyEncKDENyZWF0ZUFwaUtleRIfLm1hbmRhdGUudjEuQ3JlYXRlQXBpS2V5UmVxdWVzdBogLm1hbmRhdGUudjEuQ3JlYXRlQXBpS2V5UmVzcG9uc2UiJILT5JMCHjoBKiIZL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cxJxCgtMaXN0QXBpS2V5cxIeLm1hbmRhdGUudjEuTGlzdEFwaUtleXNSZXF1ZXN0Gh8ubWFuZGF0ZS52MS5MaXN0QXBpS2V5c1Jlc3BvbnNlIiGC0+STAhsSGS92MS9vcmdhbml6YXRpb24vYXBpLWtleXMSeQoMUmV2b2tlQXBpS2V5Eh8ubWFuZGF0ZS52MS5SZXZva2VBcGlLZXlSZXF1ZXN0GhIubWFuZGF0ZS52MS5BcGlLZXkiNILT5JMCLjoBKiIpL3YxL29yZ2FuaXphdGlvbi9hcGkta2V5cy97a2V5X2lkfS9yZXZva2USjwEKE1N1c3BlbmRPcmdhbml6YXRpb24SJi5tYW5kYXRlLnYxLlN1c3BlbmRPcmdhbml6YXRpb25SZXF1ZXN0GhgubWFuZGF0ZS52MS5Pcmdhbml6YXRpb24iNoLT5JMCMDoBKiIrL3YxL29yZ2FuaXphdGlvbnMve29yZ2FuaXphdGlvbl9pZH0vc3VzcGVuZBKYAQoWUmVhY3RpdmF0ZU9yZ2FuaXphdGlvbhIpLm1hbmRhdGUudjEuUmVhY3RpdmF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaGC5tYW5kYXRlLnYxLk9yZ2FuaXphdGlvbiI5gtPkkwIzOgEqIi4vdjEvb3JnYW5pemF0aW9ucy97b3JnYW5pemF0aW9uX2lkfS9yZWFjdGl2YXRlMrEBCg5TYW5kYm94U2VydmljZRKeAQoZQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvbhIsLm1hbmRhdGUudjEuQ3JlYXRlU2FuZGJveE9yZ2FuaXphdGlvblJlcXVlc3QaLS5tYW5kYXRlLnYxLkNyZWF0ZVNhbmRib3hPcmdhbml6YXRpb25SZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvc2FuZGJveC9vcmdhbml6YXRpb25zQm8KDmRldi5tYW5kYXRlLnYxQhJPcmdhbml6YXRpb25zUHJvdG9QAVo6Z2l0aHViLmNvbS9tYW5kYXRlLWRldi9tYW5kYXRlL2dlbi9nby9tYW5kYXRlL3YxO21hbmRhdGV2MaoCCk1hbmRhdGUuVjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_mandate_v1_options]);
 
 /**
  * An organization.
@@ -164,6 +164,54 @@ export const GetOrganizationRequestSchema: GenMessage<GetOrganizationRequest> = 
   messageDesc(file_mandate_v1_organizations, 5);
 
 /**
+ * Request of GetCaller.
+ *
+ * @generated from message mandate.v1.GetCallerRequest
+ */
+export type GetCallerRequest = Message<"mandate.v1.GetCallerRequest"> & {
+};
+
+/**
+ * Describes the message mandate.v1.GetCallerRequest.
+ * Use `create(GetCallerRequestSchema)` to create a new message.
+ */
+export const GetCallerRequestSchema: GenMessage<GetCallerRequest> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_organizations, 6);
+
+/**
+ * The credential a request was made with, as the service authenticated it.
+ *
+ * @generated from message mandate.v1.Caller
+ */
+export type Caller = Message<"mandate.v1.Caller"> & {
+  /**
+   * @generated from field: string organization_id = 1;
+   */
+  organizationId: string;
+
+  /**
+   * What audit trails record for it: the API key's id (key_…), or "operator" for the operator key.
+   *
+   * @generated from field: string identity = 2;
+   */
+  identity: string;
+
+  /**
+   * What it may do; the operator key acting for the organization holds every permission.
+   *
+   * @generated from field: repeated mandate.v1.Permission permissions = 3;
+   */
+  permissions: Permission[];
+};
+
+/**
+ * Describes the message mandate.v1.Caller.
+ * Use `create(CallerSchema)` to create a new message.
+ */
+export const CallerSchema: GenMessage<Caller> = /*@__PURE__*/
+  messageDesc(file_mandate_v1_organizations, 7);
+
+/**
  * An API key's metadata; the secret is never returned after creation.
  *
  * @generated from message mandate.v1.ApiKey
@@ -202,7 +250,7 @@ export type ApiKey = Message<"mandate.v1.ApiKey"> & {
  * Use `create(ApiKeySchema)` to create a new message.
  */
 export const ApiKeySchema: GenMessage<ApiKey> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 6);
+  messageDesc(file_mandate_v1_organizations, 8);
 
 /**
  * Request of CreateApiKey.
@@ -230,7 +278,7 @@ export type CreateApiKeyRequest = Message<"mandate.v1.CreateApiKeyRequest"> & {
  * Use `create(CreateApiKeyRequestSchema)` to create a new message.
  */
 export const CreateApiKeyRequestSchema: GenMessage<CreateApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 7);
+  messageDesc(file_mandate_v1_organizations, 9);
 
 /**
  * Response of CreateApiKey.
@@ -271,7 +319,7 @@ export type CreateApiKeyResponse = Message<"mandate.v1.CreateApiKeyResponse"> & 
  * Use `create(CreateApiKeyResponseSchema)` to create a new message.
  */
 export const CreateApiKeyResponseSchema: GenMessage<CreateApiKeyResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 8);
+  messageDesc(file_mandate_v1_organizations, 10);
 
 /**
  * Request of ListApiKeys.
@@ -286,7 +334,7 @@ export type ListApiKeysRequest = Message<"mandate.v1.ListApiKeysRequest"> & {
  * Use `create(ListApiKeysRequestSchema)` to create a new message.
  */
 export const ListApiKeysRequestSchema: GenMessage<ListApiKeysRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 9);
+  messageDesc(file_mandate_v1_organizations, 11);
 
 /**
  * Response of ListApiKeys.
@@ -305,7 +353,7 @@ export type ListApiKeysResponse = Message<"mandate.v1.ListApiKeysResponse"> & {
  * Use `create(ListApiKeysResponseSchema)` to create a new message.
  */
 export const ListApiKeysResponseSchema: GenMessage<ListApiKeysResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 10);
+  messageDesc(file_mandate_v1_organizations, 12);
 
 /**
  * Request of RevokeApiKey.
@@ -324,7 +372,7 @@ export type RevokeApiKeyRequest = Message<"mandate.v1.RevokeApiKeyRequest"> & {
  * Use `create(RevokeApiKeyRequestSchema)` to create a new message.
  */
 export const RevokeApiKeyRequestSchema: GenMessage<RevokeApiKeyRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 11);
+  messageDesc(file_mandate_v1_organizations, 13);
 
 /**
  * Request of CreateSandboxOrganization.
@@ -345,7 +393,7 @@ export type CreateSandboxOrganizationRequest = Message<"mandate.v1.CreateSandbox
  * Use `create(CreateSandboxOrganizationRequestSchema)` to create a new message.
  */
 export const CreateSandboxOrganizationRequestSchema: GenMessage<CreateSandboxOrganizationRequest> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 12);
+  messageDesc(file_mandate_v1_organizations, 14);
 
 /**
  * Response of CreateSandboxOrganization (spec endpoint 1).
@@ -378,7 +426,7 @@ export type CreateSandboxOrganizationResponse = Message<"mandate.v1.CreateSandbo
  * Use `create(CreateSandboxOrganizationResponseSchema)` to create a new message.
  */
 export const CreateSandboxOrganizationResponseSchema: GenMessage<CreateSandboxOrganizationResponse> = /*@__PURE__*/
-  messageDesc(file_mandate_v1_organizations, 13);
+  messageDesc(file_mandate_v1_organizations, 15);
 
 /**
  * Permissions an API key may hold (docs/architecture.md, Authentication).
@@ -503,6 +551,17 @@ export const OrganizationService: GenService<{
     methodKind: "unary";
     input: typeof GetOrganizationRequestSchema;
     output: typeof OrganizationSchema;
+  },
+  /**
+   * Returns the caller's own credential: the identity it acts as (an API key id, or "operator"),
+   * for which organization, with which permissions. Any credential of the organization may ask.
+   *
+   * @generated from rpc mandate.v1.OrganizationService.GetCaller
+   */
+  getCaller: {
+    methodKind: "unary";
+    input: typeof GetCallerRequestSchema;
+    output: typeof CallerSchema;
   },
   /**
    * Creates a scoped API key; the secret is shown only in this response.
