@@ -1,7 +1,7 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectQueryKey, useInfiniteQuery, useMutation, useQuery, useTransport } from "@connectrpc/connect-query";
-import { useMutation as useTanStackMutation, useQueryClient, useQuery as useTanStackQuery } from "@tanstack/react-query";
-import { useEffect, useState } from "react";
+import { useMutation as useTanStackMutation, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useMemo, useState } from "react";
 import { AgentService } from "../../../src/gen/mandate/v1/agents_pb.js";
 import { DecisionService, DecisionStatus, Outcome, type Decision } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { OrganizationService, SandboxService } from "../../../src/gen/mandate/v1/organizations_pb.js";
@@ -9,7 +9,7 @@ import { PrincipalService } from "../../../src/gen/mandate/v1/principals_pb.js";
 import { EventService } from "../../../src/gen/mandate/v1alpha/events_pb.js";
 import { useCredential, type Credential } from "../session";
 import { transportFor } from "./transport";
-import { probePermissions, type PermissionName } from "./permissions";
+import { permissionNames, type PermissionName } from "./permissions";
 
 /*
  * One hook per API call, over the generated descriptors: each screen is typed
@@ -22,16 +22,26 @@ export function useOrganization() {
   return useQuery(OrganizationService.method.getOrganization, {}, { enabled: credential?.kind === "key", staleTime: 60_000 });
 }
 
-/** The signed-in key's permissions (derived: see permissions.ts). */
-export function usePermissions() {
+/** OrganizationService.GetCaller: which identity the signed-in key is, and its permissions. */
+export function useCaller() {
   const credential = useCredential();
-  const transport = useTransport();
-  return useTanStackQuery({
-    queryKey: ["permissions", credential?.kind, credential?.secret.slice(-8)],
-    queryFn: ({ signal }) => probePermissions(transport, signal),
-    enabled: credential?.kind === "key",
-    staleTime: Infinity,
-  });
+  return useQuery(OrganizationService.method.getCaller, {}, { enabled: credential?.kind === "key", staleTime: Infinity });
+}
+
+/** The signed-in key's permissions, as GetCaller states them (data undefined while unknown). */
+export function usePermissions() {
+  const caller = useCaller();
+  const data = useMemo(() => (caller.data ? permissionNames(caller.data.permissions) : undefined), [caller.data]);
+  return { data, error: caller.error, isPending: caller.isPending };
+}
+
+/**
+ * The signed-in key's identity (its API key id, what authors, approvals and audit trails name),
+ * as GetCaller states it; undefined until known. Four eyes use it: the console disables what
+ * the API would refuse as the same identity's, and says why.
+ */
+export function useIdentity(): string | undefined {
+  return useCaller().data?.identity;
 }
 
 /** Whether the signed-in key holds `permission` (false while unknown). */

@@ -1,10 +1,9 @@
 import { useId, useState, type FormEvent } from "react";
 import { Permission, type ApiKey } from "../../../src/gen/mandate/v1/organizations_pb.js";
 import { describeFailure } from "../api/errors";
-import { useIdentity } from "../api/identity";
 import { useApiKeys, useCreateApiKey, useRevokeApiKey } from "../api/organization";
 import { PERMISSION_MEANINGS, PERMISSION_NAMES, type PermissionName } from "../api/permissions";
-import { useCan } from "../api/hooks";
+import { useCan, useIdentity } from "../api/hooks";
 import { Field, fieldError } from "../components/agent-fields";
 import { ApiError, Loading } from "../components/api-error";
 import { ConfirmButton } from "../components/confirm-button";
@@ -127,7 +126,7 @@ function KeyList() {
   const id = useId();
   const keys = useApiKeys(useCan("ORG_ADMIN"));
   const revoke = useRevokeApiKey();
-  const { identity } = useIdentity();
+  const identity = useIdentity();
   const [done, setDone] = useState("");
   const run = (k: ApiKey) =>
     revoke.mutate(

@@ -3,7 +3,6 @@ import { DocumentFormat, GovernanceDocumentKind, GraphVersionState, type GraphVe
 import { describeFailure } from "../api/errors";
 import { useDeleteGovernanceDocument, useGenerateGraphVersion, useGovernanceDocuments, useGraphVersions, useUploadGovernanceDocument } from "../api/governance";
 import { useCan } from "../api/hooks";
-import { useIdentity } from "../api/identity";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
@@ -60,7 +59,6 @@ export function GovernancePage() {
 function UploadForm() {
   const id = useId();
   const upload = useUploadGovernanceDocument();
-  const { learn } = useIdentity();
   const [kind, setKind] = useState(GovernanceDocumentKind.SIGNING_SCHEDULE);
   const [format, setFormat] = useState<FormatName>("csv");
   const [name, setName] = useState("");
@@ -88,8 +86,7 @@ function UploadForm() {
     upload.mutate(
       { kind, format: FORMATS[format], name: name.trim(), content },
       {
-        onSuccess: (doc) => {
-          learn(doc.author);
+        onSuccess: () => {
           setContent("");
           setName("");
           if (fileInput.current) fileInput.current.value = "";

@@ -1,9 +1,7 @@
 import { useId, useMemo } from "react";
 import { GraphVersionState, type AuthorityGraph } from "../../../src/gen/mandate/v1/authority_graph_pb.js";
-import { failureCode } from "../api/errors";
 import { useActiveGraph, useApproveGraphVersion, useGraphPrincipals, useGraphVersion, usePublishGraphVersion } from "../api/governance";
-import { useCan } from "../api/hooks";
-import { useIdentity } from "../api/identity";
+import { useCan, useIdentity } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { GraphPicture } from "../components/graph-picture";
 import { Link } from "../components/link";
@@ -64,7 +62,7 @@ function VersionView({ v }: { v: AuthorityGraph }) {
 
 function Lifecycle({ v }: { v: AuthorityGraph }) {
   const canApprove = useCan("POLICY_APPROVER");
-  const { identity, learn } = useIdentity();
+  const identity = useIdentity();
   const approve = useApproveGraphVersion();
   const publish = usePublishGraphVersion();
   if (!canApprove) return <p className="muted small">Approving and publishing need POLICY_APPROVER, which this key lacks.</p>;
@@ -78,13 +76,7 @@ function Lifecycle({ v }: { v: AuthorityGraph }) {
               type="button"
               disabled={approve.isPending || own}
               aria-describedby={own ? "graph-own" : undefined}
-              onClick={() =>
-                approve.mutate(
-                  { version: v.version },
-                  // Refused as the author's own: now the console knows which identity this key is.
-                  { onError: (err) => failureCode(err) === "permission_denied" && learn(v.author) },
-                )
-              }
+              onClick={() => approve.mutate({ version: v.version })}
             >
               Approve
             </button>

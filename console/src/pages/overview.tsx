@@ -35,17 +35,14 @@ export function OverviewPage() {
         </dl>
       )}
       <h2>This key's permissions</h2>
-      <p className="muted">
-        The API has no call that lists a key's own permissions; the console derives them by asking the API, once per permission, for something that permission guards.
-      </p>
-      {permissions.isPending ? (
-        <Loading what="permissions" />
-      ) : permissions.error ? (
+      {permissions.error ? (
         <ApiError error={permissions.error} />
+      ) : !permissions.data ? (
+        <Loading what="permissions" />
       ) : (
         <ul className="permissions" aria-label="Permissions">
           {PERMISSION_NAMES.map((p) => {
-            const held = permissions.data.has(p);
+            const held = permissions.data?.has(p) ?? false;
             return (
               <li key={p} className={held ? "held" : "not-held"} data-permission={p} data-held={held}>
                 <span aria-hidden="true">{held ? "✓" : "–"}</span> <code>{p}</code> <span className="muted">{PERMISSION_MEANINGS[p]}</span>

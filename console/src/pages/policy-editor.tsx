@@ -2,13 +2,11 @@ import { useId, useMemo, useState, type FormEvent, type ReactNode } from "react"
 import { parseDocument, stringify } from "yaml";
 import type { PolicySource } from "../../../src/gen/mandate/v1/policies_pb.js";
 import { describeFailure } from "../api/errors";
-import { noteCreated } from "../api/identity";
 import { useCreatePolicy, useCreatePolicyVersion, usePolicy } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
 import { navigate } from "../router";
-import { currentCredential } from "../session";
 import { latestVersion } from "./policies";
 import "../authoring.css";
 
@@ -102,7 +100,6 @@ export function NewPolicyPage() {
       { policyKey: key.trim(), description, source: { rulesYaml: yaml } },
       {
         onSuccess: (ref) => {
-          noteCreated(currentCredential()?.secret ?? "", `${ref.policyKey}@${ref.version}`);
           navigate(`/policies/${ref.policyKey}/versions/${ref.version}`);
         },
       },
@@ -146,7 +143,6 @@ export function NewPolicyVersionPage({ policyKey }: { policyKey: string }) {
       { policyKey, source: { rulesYaml: yaml } },
       {
         onSuccess: (ref) => {
-          noteCreated(currentCredential()?.secret ?? "", `${ref.policyKey}@${ref.version}`);
           navigate(`/policies/${ref.policyKey}/versions/${ref.version}`);
         },
       },

@@ -1,15 +1,13 @@
-import { useEffect, useId, useState, type FormEvent } from "react";
+import { useId, useState, type FormEvent } from "react";
 import { Outcome } from "../../../src/gen/mandate/v1/decisions_pb.js";
 import { PolicyVersionState, type PolicyVersion } from "../../../src/gen/mandate/v1/policies_pb.js";
 import { describeFailure, failureCode } from "../api/errors";
-import { useCan } from "../api/hooks";
-import { createdHere, useIdentity } from "../api/identity";
+import { useCan, useIdentity } from "../api/hooks";
 import { useApprovePolicyVersion, usePolicy, usePublishPolicyVersion, useReplayPolicies, useSubmitPolicyVersion } from "../api/policies";
 import { ApiError, Loading } from "../components/api-error";
 import { CodeView, type LineNote } from "../components/code-view";
 import { Link } from "../components/link";
 import { VersionFactItems } from "../components/version-facts";
-import { currentCredential } from "../session";
 import { POLICY_STATE } from "./policies";
 import { sourceText } from "./policy-editor";
 import { ScrollTable } from "../components/scroll-table";
@@ -42,12 +40,7 @@ export function PolicyVersionPage({ policyKey, version }: { policyKey: string; v
 }
 
 function VersionView({ policyKey, v, activeVersion }: { policyKey: string; v: PolicyVersion; activeVersion: number }) {
-  const { identity, learn } = useIdentity();
-  // A version this tab created was authored by this key: now the console knows the key's identity.
-  const mine = !identity && v.author !== "" && createdHere(currentCredential()?.secret ?? "", `${policyKey}@${v.version}`);
-  useEffect(() => {
-    if (mine) learn(v.author);
-  }, [mine, v.author, learn]);
+  const identity = useIdentity();
   const publish = usePublishPolicyVersion();
   const source = sourceText(v.source);
   // Compile errors located in this policy's Rego file (policies/<key>.rego) are shown at their line.
@@ -66,7 +59,7 @@ function VersionView({ policyKey, v, activeVersion }: { policyKey: string; v: Po
           </dd>
           <VersionFactItems v={v} approverTestId="policy-approver" />
         </dl>
-        <Lifecycle policyKey={policyKey} v={v} identity={identity} learn={learn} publish={publish} />
+        <Lifecycle policyKey={policyKey} v={v} identity={identity} publish={publish} />
       </section>
       <section className="card" aria-labelledby="source-h">
         <h2 id="source-h" className="h3">
@@ -88,11 +81,10 @@ function VersionView({ policyKey, v, activeVersion }: { policyKey: string; v: Po
   );
 }
 
-function Lifecycle({ policyKey, v, identity, learn, publish }: {
+function Lifecycle({ policyKey, v, identity, publish }: {
   policyKey: string;
   v: PolicyVersion;
   identity: string | undefined;
-  learn: (identity: string) => void;
   publish: ReturnType<typeof usePublishPolicyVersion>;
 }) {
   const canAuthor = useCan("POLICY_AUTHOR");
@@ -121,7 +113,7 @@ function Lifecycle({ policyKey, v, identity, learn, publish }: {
                 type="button"
                 disabled={approve.isPending || own}
                 aria-describedby={own ? "policy-own" : undefined}
-                onClick={() => approve.mutate(ref, { onError: (err) => failureCode(err) === "permission_denied" && learn(v.author) })}
+                onClick={() => approve.mutate(ref)}
               >
                 Approve
               </button>

@@ -1,6 +1,6 @@
 import { useId, useState, type FormEvent, type ReactNode } from "react";
 import { DecisionStatus, Outcome, ReviewResolution, type Decision, type Resolution } from "../../../src/gen/mandate/v1/decisions_pb.js";
-import { useCan, useDecision, useReviewDecision } from "../api/hooks";
+import { useCan, useDecision, useIdentity, useReviewDecision } from "../api/hooks";
 import { ApiError, Loading } from "../components/api-error";
 import { DecisionFacts } from "../components/decision-facts";
 import { Link } from "../components/link";
@@ -133,6 +133,9 @@ export function ResolutionCard({ decision: d, resolution }: { decision: Decision
 function ReviewForm({ decision: d, review }: { decision: Decision; review: ReturnType<typeof useReviewDecision> }) {
   const id = useId();
   const canReview = useCan("REVIEWER");
+  const identity = useIdentity();
+  // Four eyes: a second approval must come from another reviewer (the API refuses it otherwise).
+  const approvedAlready = identity !== undefined && d.approvals.some((a) => a.resolvedBy === identity);
   const [note, setNote] = useState("");
   const [missingNote, setMissingNote] = useState(false);
   if (!canReview) return <p className="card muted">This key lacks REVIEWER: it cannot approve or reject.</p>;
@@ -166,15 +169,19 @@ function ReviewForm({ decision: d, review }: { decision: Decision; review: Retur
         </p>
       )}
       <div className="actions">
-        <button type="submit" disabled={review.isPending}>
+        <button type="submit" disabled={review.isPending || approvedAlready} aria-describedby={approvedAlready ? `${id}-own` : undefined}>
           Approve
         </button>
         <button type="button" className="danger" disabled={review.isPending} onClick={decide(ReviewResolution.REJECTED)}>
           Reject
         </button>
       </div>
-      {review.isSuccess && review.data.status === DecisionStatus.PENDING && (
-        <p role="status">Your approval is recorded; a second reviewer must approve.</p>
+      {approvedAlready ? (
+        <p id={`${id}-own`} role="status" data-testid="approve-reason">
+          Your approval is recorded; a second reviewer, with another key, must approve.
+        </p>
+      ) : (
+        review.isSuccess && review.data.status === DecisionStatus.PENDING && <p role="status">Your approval is recorded; a second reviewer must approve.</p>
       )}
       <ApiError error={review.error} title="The review was refused" />
     </form>
