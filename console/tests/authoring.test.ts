@@ -253,6 +253,11 @@ describe("the console's governance and policies pages", () => {
       await page.goto("/console/policies/payments");
       await page.getByLabel("Note (recorded in the evidence)").fill("Pausing payments for the audit.");
       await page.getByRole("button", { name: "Disable" }).click();
+      // It asks first, saying what disabling does.
+      const confirmDisable = page.getByRole("dialog", { name: "Disable payments?" });
+      await confirmDisable.waitFor();
+      expect(await confirmDisable.textContent()).toContain("The policy leaves the bundle");
+      await confirmDisable.getByRole("button", { name: "Disable" }).click();
       const change = page.getByTestId("policy-change");
       await change.waitFor();
       expect(await change.textContent()).toContain("Disable pending approval");
@@ -264,13 +269,20 @@ describe("the console's governance and policies pages", () => {
       await page.goto("/console/policies/payments");
       await page.getByLabel("Note (recorded in the evidence)").fill("Agreed.");
       await page.getByRole("button", { name: "Disable" }).click();
+      await page.getByRole("dialog", { name: "Disable payments?" }).getByRole("button", { name: "Disable" }).click();
       await expect.poll(() => page.getByTestId("policy-change").textContent()).toContain("Disable applied");
       await expect.poll(() => page.getByTestId("active-version").textContent()).toBe("none");
       await checkPage(page, "14-disable-applied");
 
       // A second graph version compared with the active one; then the pages at phone width.
       await page.goto("/console/governance");
+      // Deleting asks first: cancelled, nothing changes; confirmed, the document goes.
       await page.getByRole("button", { name: "Delete doa.csv" }).click();
+      const confirmDelete = page.getByRole("dialog", { name: "Delete doa.csv?" });
+      await confirmDelete.getByRole("button", { name: "Cancel" }).click();
+      expect(await page.getByTestId("documents").locator("tbody tr").count()).toBe(3);
+      await page.getByRole("button", { name: "Delete doa.csv" }).click();
+      await confirmDelete.getByRole("button", { name: "Delete document" }).click();
       await expect.poll(() => page.getByTestId("documents").locator("tbody tr").count()).toBe(2);
       await page.getByRole("button", { name: "Generate graph version" }).click();
       await page.getByTestId("generated").getByRole("link", { name: "2" }).click();

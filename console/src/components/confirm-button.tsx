@@ -12,6 +12,8 @@ export function ConfirmButton({
   confirmLabel,
   onConfirm,
   disabled = false,
+  className = "danger",
+  ariaLabel,
   children,
 }: {
   /** The button's content (its accessible name should say what it acts on). */
@@ -21,6 +23,9 @@ export function ConfirmButton({
   confirmLabel: string;
   onConfirm: () => void;
   disabled?: boolean;
+  className?: string;
+  /** The button's accessible name, when its content alone does not say what it acts on. */
+  ariaLabel?: string;
   /** More to say below the description (what will be recorded, …). */
   children?: ReactNode;
 }) {
@@ -28,7 +33,7 @@ export function ConfirmButton({
   const dialog = useRef<HTMLDialogElement>(null);
   return (
     <>
-      <button type="button" className="danger" disabled={disabled} onClick={() => dialog.current?.showModal()}>
+      <button type="button" className={className} aria-label={ariaLabel} disabled={disabled} onClick={() => dialog.current?.showModal()}>
         {label}
       </button>
       <dialog ref={dialog} className="confirm" aria-labelledby={`${id}-h`} aria-describedby={`${id}-d`}>

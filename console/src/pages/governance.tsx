@@ -9,7 +9,9 @@ import { Link } from "../components/link";
 import { ScrollTable } from "../components/scroll-table";
 import { VersionsTable } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
+import { ConfirmButton } from "../components/confirm-button";
 import "../authoring.css";
+import "../agents.css";
 
 /** The three kinds, with what each holds (docs/architecture.md, The authority graph). */
 const KINDS = [
@@ -211,9 +213,16 @@ function Documents({ canAuthor }: { canAuthor: boolean }) {
                 </td>
                 {canAuthor && (
                   <td>
-                    <button type="button" className="danger small-button" aria-label={`Delete ${d.name}`} disabled={remove.isPending} onClick={() => remove.mutate({ documentId: d.documentId })}>
-                      Delete
-                    </button>
+                    <ConfirmButton
+                      label="Delete"
+                      className="danger small-button"
+                      ariaLabel={`Delete ${d.name}`}
+                      title={`Delete ${d.name}?`}
+                      description="The next graph version generated leaves this document out. Graph versions already generated from it keep it, and its upload stays in the evidence."
+                      confirmLabel="Delete document"
+                      disabled={remove.isPending}
+                      onConfirm={() => remove.mutate({ documentId: d.documentId })}
+                    />
                   </td>
                 )}
               </tr>

@@ -7,7 +7,9 @@ import { Link } from "../components/link";
 import { VersionsTable } from "../components/version-facts";
 import { formatTime, isoTime } from "../format";
 import { POLICY_STATE } from "./policies";
+import { ConfirmButton } from "../components/confirm-button";
 import "../authoring.css";
+import "../agents.css";
 
 /**
  * The last rollback or disable this tab asked for, per policy. The API has no call that lists
@@ -96,12 +98,22 @@ function Changes({ policyKey, active }: { policyKey: string; active: boolean }) 
           <label htmlFor={`${id}-note`}>Note (recorded in the evidence)</label>
           <input id={`${id}-note`} value={note} onChange={(e) => setNote(e.target.value)} />
           <div className="actions">
-            <button type="button" className="danger" disabled={busy} onClick={() => rollback.mutate({ policyKey, note }, { onSuccess: done })}>
-              Roll back
-            </button>
-            <button type="button" className="danger" disabled={busy} onClick={() => disable.mutate({ policyKey, note }, { onSuccess: done })}>
-              Disable
-            </button>
+            <ConfirmButton
+              label="Roll back"
+              title={`Roll back ${policyKey}?`}
+              description="The version the active one replaced becomes active again: the next Intents are decided by it. The first request waits for another approver; the second applies it at once."
+              confirmLabel="Roll back"
+              disabled={busy}
+              onConfirm={() => rollback.mutate({ policyKey, note }, { onSuccess: done })}
+            />
+            <ConfirmButton
+              label="Disable"
+              title={`Disable ${policyKey}?`}
+              description="The policy leaves the bundle: the actions it covered go to human review as unrecognized until a version is published again. The first request waits for another approver; the second applies it at once."
+              confirmLabel="Disable"
+              disabled={busy}
+              onConfirm={() => disable.mutate({ policyKey, note }, { onSuccess: done })}
+            />
           </div>
         </>
       ) : (
