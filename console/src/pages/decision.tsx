@@ -64,6 +64,7 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         )}
       </section>
       {d.resolution && <ResolutionCard decision={d} resolution={d.resolution} />}
+      {d.resolution && evidence.data && <ResolutionRecords decision={d} record={evidence.data} />}
       <section className="card" aria-labelledby={`${id}-i`}>
         <h2 id={`${id}-i`} className="h3">
           Intent
@@ -80,7 +81,6 @@ function DecisionDetail({ decision: d }: { decision: Decision }) {
         <ApiError error={evidence.error} title="The evidence record could not be read" />
       ) : (
         <>
-          {d.resolution && <ResolutionRecords decision={d} record={evidence.data} />}
           <CapabilityCard decision={d} record={evidence.data} />
           <ReconciliationCard decision={d} />
           <EvidenceRecordView record={evidence.data}>
