@@ -4,6 +4,7 @@ import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
+import { inspect } from "node:util";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -338,6 +339,20 @@ describe("the operator key", () => {
 });
 
 describe("keys", () => {
+  it("never show their secret, nor a client its API key, when logged or serialized", async () => {
+    const key = await AgentKey.generate();
+    const identity = { agent_id: "agt_1", certificate_id: "crt_1", key };
+    const client = new MandateClient({ base_url: "http://127.0.0.1:1", api_key: "mk_secret_value" });
+    const seed = Buffer.from(createPrivateKey(key.toPem()).export({ format: "jwk" }).d!, "base64url");
+    for (const shown of [JSON.stringify(identity), JSON.stringify(client), inspect(identity, { depth: 5 }), inspect(client, { depth: 5 })]) {
+      expect(shown).not.toContain("mk_secret_value");
+      expect(shown).not.toContain("seed");
+      expect(shown).not.toContain(seed.toString("base64"));
+      expect(shown).not.toContain(`${seed[0]},${seed[1]},${seed[2]}`);
+    }
+    expect(Object.keys(key)).toEqual(["public_key_bytes"]);
+  });
+
   it("are standard PKCS#8 PEM files, owner-only, never overwritten by accident", async () => {
     const file = path.join(dir, "key.pem");
     const key = await AgentKey.generate();
@@ -356,16 +371,16 @@ describe("keys", () => {
 });
 
 /** A stub /v1 server: `answer(n, req, body)` decides the n-th (from 1) response. */
-async function stubServer(answer: (n: number, req: http.IncomingMessage, body: Buffer) => { status: number; body?: unknown } | null) {
-  const seen: { method: string; url: string; body: Buffer; headers: http.IncomingHttpHeaders }[] = [];
+async function stubServer(answer: (n: number, req: http.IncomingMessage, body: Buffer) => { status: number; body?: unknown; headers?: Record<string, string> } | null) {
+  const seen: { method: string; url: string; body: Buffer; headers: http.IncomingHttpHeaders; at: number }[] = [];
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks);
-    seen.push({ method: req.method!, url: req.url!, body, headers: req.headers });
+    seen.push({ method: req.method!, url: req.url!, body, headers: req.headers, at: performance.now() });
     const a = answer(seen.length, req, body);
     if (a === null) return; // never answer: the client must time out
-    res.writeHead(a.status, { "content-type": "application/json", "x-request-id": `stub-${seen.length}` });
+    res.writeHead(a.status, { "content-type": "application/json", "x-request-id": `stub-${seen.length}`, ...a.headers });
     res.end(JSON.stringify(a.body ?? {}));
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -407,6 +422,24 @@ describe("retries (against a stub server)", () => {
     } finally {
       await stub.close();
     }
+  });
+
+  it("waits at least the service's Retry-After before retrying a 503, however short its own backoff", async () => {
+    const stub = await stubServer((n) => (n === 1 ? { status: 503, body: UNAVAILABLE, headers: { "retry-after": "1" } } : { status: 200, body: { agent_id: "agt_1" } }));
+    try {
+      const client = new MandateClient({ base_url: stub.url, api_key: "k", max_retries: 2, backoff_base_ms: 1, backoff_cap_ms: 5 });
+      await client.getAgent("agt_1");
+      expect(stub.seen).toHaveLength(2);
+      // The wait the service asked for is a floor, not a measurement: a sleep never ends early (a timer may fire a ms before its mark).
+      expect(stub.seen[1]!.at - stub.seen[0]!.at).toBeGreaterThanOrEqual(990);
+    } finally {
+      await stub.close();
+    }
+  });
+
+  it("refuses a max_retries or timeout_ms that is not a finite number (NaN would retry forever)", () => {
+    expect(() => new MandateClient({ base_url: "http://127.0.0.1:1", max_retries: Number(undefined) })).toThrow(/max_retries must be a finite number/);
+    expect(() => new MandateClient({ base_url: "http://127.0.0.1:1", timeout_ms: Number.POSITIVE_INFINITY })).toThrow(/timeout_ms must be a finite number/);
   });
 
   it("never retries a 4xx (429 included)", async () => {

@@ -129,7 +129,9 @@ const seg = encodeURIComponent;
 /** A client of one Mandate service; every method returns a promise and fails with a MandateError. */
 export class MandateClient {
   readonly base_url: string;
-  private readonly options: MandateClientOptions;
+  // A true private field: the API or operator key is never enumerated, so logging or
+  // JSON.stringify of a client cannot print it.
+  readonly #options: MandateClientOptions;
   private readonly timeoutMs: number;
   private readonly maxRetries: number;
   private readonly backoffBaseMs: number;
@@ -137,10 +139,11 @@ export class MandateClient {
   private readonly fetchImpl: typeof fetch;
 
   constructor(options: MandateClientOptions) {
-    this.options = { ...options };
+    this.#options = { ...options };
     this.base_url = options.base_url.replace(/\/+$/, "");
-    this.timeoutMs = options.timeout_ms ?? 10_000;
-    this.maxRetries = Math.max(0, Math.min(MAX_RETRIES_LIMIT, Math.floor(options.max_retries ?? 4)));
+    this.timeoutMs = finiteOption("timeout_ms", options.timeout_ms ?? 10_000);
+    // A NaN here (max_retries: Number(process.env.UNSET)) would otherwise retry forever.
+    this.maxRetries = Math.max(0, Math.min(MAX_RETRIES_LIMIT, Math.floor(finiteOption("max_retries", options.max_retries ?? 4))));
     this.backoffBaseMs = options.backoff_base_ms ?? 250;
     this.backoffCapMs = options.backoff_cap_ms ?? 5_000;
     // A browser's fetch must be called on the window, never as a method of this client ("Illegal invocation").
@@ -149,7 +152,7 @@ export class MandateClient {
 
   /** The same client authenticating with `api_key` (e.g. the key a sandbox was created with). */
   withApiKey(apiKey: string): MandateClient {
-    return new MandateClient({ ...this.options, api_key: apiKey });
+    return new MandateClient({ ...this.#options, api_key: apiKey });
   }
 
   // --- organizations, keys, principals --------------------------------------
@@ -612,6 +615,8 @@ export class MandateClient {
       else if (credentials.kind === "agent") Object.assign(headers, await credentials.headers());
 
       let failure: MandateError;
+      // The service's own Retry-After (sent with every 503) is the least wait before the next attempt.
+      let serverWait = 0;
       try {
         const res = await this.fetchImpl(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
         const text = await res.text();
@@ -619,25 +624,26 @@ export class MandateClient {
         if (res.ok) return parsed as T;
         failure = errorFromResponse(res.status, parsed, res.headers.get("x-request-id"));
         if (res.status < 500) throw failure;
+        serverWait = retryAfterMs(res.headers.get("retry-after"));
       } catch (err) {
         if (err instanceof MandateError) throw err;
         failure = transportError(err, this.base_url, this.timeoutMs);
       }
       if (attempt >= this.maxRetries) throw failure;
-      await sleep(Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt));
+      await sleep(Math.max(serverWait, Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt)));
     }
   }
 
   private hasOrgCredentials(): boolean {
-    return Boolean(this.options.api_key || this.options.operator_key);
+    return Boolean(this.#options.api_key || this.#options.operator_key);
   }
 
   private orgHeaders(): Record<string, string> {
-    if (this.options.api_key) return { authorization: `Bearer ${this.options.api_key}` };
-    if (this.options.operator_key) {
+    if (this.#options.api_key) return { authorization: `Bearer ${this.#options.api_key}` };
+    if (this.#options.operator_key) {
       return {
-        "x-service-operator-key": this.options.operator_key,
-        ...(this.options.organization_id !== undefined && { "x-service-organization-id": this.options.organization_id }),
+        "x-service-operator-key": this.#options.operator_key,
+        ...(this.#options.organization_id !== undefined && { "x-service-organization-id": this.#options.organization_id }),
       };
     }
     return {};
@@ -646,6 +652,19 @@ export class MandateClient {
   private async bodySignature(agent: AgentIdentity, bytes: Uint8Array): Promise<Record<string, string>> {
     return { "x-service-key-id": agent.certificate_id, "x-service-signature": await agent.key.sign(bytes) };
   }
+}
+
+/** `value`, or a TypeError naming `name` when it is not a finite number. */
+function finiteOption(name: string, value: number): number {
+  if (!Number.isFinite(value)) throw new TypeError(`MandateClient: ${name} must be a finite number, not ${String(value)}`);
+  return value;
+}
+
+/** A Retry-After header's delay in ms (seconds, or an HTTP date), capped at a minute; 0 without one. */
+function retryAfterMs(header: string | null): number {
+  if (header === null) return 0;
+  const seconds = /^\d+$/.test(header.trim()) ? Number(header.trim()) : (Date.parse(header) - Date.now()) / 1000;
+  return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds * 1000, 60_000) : 0;
 }
 
 function parseBody(text: string): unknown {

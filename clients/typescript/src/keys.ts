@@ -36,11 +36,17 @@ function fromPem(pem: string): Uint8Array {
 
 /** An Ed25519 key pair held by an agent; sign with it, upload only `public_key`. */
 export class AgentKey {
+  // A true private field: never enumerated, so logging or JSON.stringify of a key (or of an
+  // identity holding one) cannot print the seed.
+  readonly #seed: Uint8Array;
+
   private constructor(
-    private readonly seed: Uint8Array,
+    seed: Uint8Array,
     /** The raw 32-byte public key. */
     readonly public_key_bytes: Uint8Array,
-  ) {}
+  ) {
+    this.#seed = seed;
+  }
 
   /** A fresh key from the operating system's CSPRNG. */
   static generate(): Promise<AgentKey> {
@@ -67,7 +73,7 @@ export class AgentKey {
   toPem(): string {
     const der = new Uint8Array(PKCS8_PREFIX.length + 32);
     der.set(PKCS8_PREFIX);
-    der.set(this.seed, PKCS8_PREFIX.length);
+    der.set(this.#seed, PKCS8_PREFIX.length);
     const b64 = toBase64(der).replace(/.{1,64}/g, "$&\n");
     return `-----BEGIN PRIVATE KEY-----\n${b64}-----END PRIVATE KEY-----\n`;
   }
@@ -75,6 +81,6 @@ export class AgentKey {
   /** Standard base64 of the 64-byte Ed25519 signature over `message` (a string is signed as UTF-8). */
   async sign(message: Uint8Array | string): Promise<string> {
     const bytes = typeof message === "string" ? new TextEncoder().encode(message) : message;
-    return toBase64(await ed.signAsync(bytes, this.seed));
+    return toBase64(await ed.signAsync(bytes, this.#seed));
   }
 }
