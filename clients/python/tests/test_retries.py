@@ -10,7 +10,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 import pytest
 
@@ -26,7 +26,8 @@ from mandate_client import (
 )
 from mandate_client.client import MAX_RETRIES_LIMIT
 
-Answer = Optional[Tuple[int, Dict[str, Any]]]
+# (status, JSON body) or (status, JSON body, extra headers); None never answers.
+Answer = Optional[Union[Tuple[int, Dict[str, Any]], Tuple[int, Dict[str, Any], Dict[str, str]]]]
 UNAVAILABLE = {"detail": "unavailable", "message": "Temporarily unavailable.", "request_id": "stub"}
 
 
@@ -50,12 +51,14 @@ class Stub:
                 if result is None:
                     stub._release.wait(5)
                     return
-                status, payload = result
+                status, payload = result[0], result[1]
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.send_header("x-request-id", f"stub-{len(stub.seen)}")
+                for name, value in (result[2] if len(result) > 2 else {}).items():  # type: ignore[misc]
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -165,3 +168,24 @@ def test_max_retries_is_capped() -> None:
         assert client.max_retries == MAX_RETRIES_LIMIT == 10
     with MandateClient("http://127.0.0.1:9", max_retries=-3) as client:
         assert client.max_retries == 0
+
+
+def test_a_503s_retry_after_is_the_least_wait_before_the_retry(stub_factory: Callable[..., Stub]) -> None:
+    stub = stub_factory(lambda n: (503, UNAVAILABLE, {"retry-after": "5"}) if n == 1 else (200, {"agent_id": "agt_1"}))
+    sleeps: List[float] = []
+    with MandateClient(stub.url, api_key="k", max_retries=2, backoff_base=0.001, backoff_cap=0.005, sleep=sleeps.append) as client:
+        client.get_agent("agt_1")
+    assert len(stub.seen) == 2
+    assert sleeps[0] >= 5
+
+
+def test_an_answer_that_cannot_be_decoded_is_a_retried_transport_error(stub_factory: Callable[..., Stub]) -> None:
+    # Declared gzip, sent plain: httpx cannot decode it.
+    stub = stub_factory(lambda n: (502, UNAVAILABLE, {"content-encoding": "gzip"}))
+    sleeps: List[float] = []
+    with MandateClient(stub.url, api_key="k", max_retries=1, backoff_base=0.001, sleep=sleeps.append) as client:
+        with pytest.raises(TransportError) as caught:
+            client.get_agent("agt_1")
+    assert caught.value.detail == "connection_failed"
+    assert "Could not read the answer" in str(caught.value)
+    assert len(stub.seen) == 2

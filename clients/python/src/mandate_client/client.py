@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote
 
@@ -647,6 +648,8 @@ class MandateClient:
             elif callable(auth):
                 headers.update(auth())
             failure: MandateError
+            # The service's own Retry-After (sent with every 503) is the least wait before the next attempt.
+            server_wait = 0.0
             try:
                 response = self._http.request(method, path, content=body, params=params, headers=headers, timeout=per_attempt)
             except httpx.TimeoutException as exc:
@@ -655,6 +658,10 @@ class MandateClient:
             except httpx.TransportError as exc:
                 failure = TransportError(f"Could not reach {self.base_url}: {exc}", detail="connection_failed")
                 failure.__cause__ = exc
+            except httpx.HTTPError as exc:
+                # Any other failure of the exchange (an answer that cannot be decoded, …): typed and retried alike.
+                failure = TransportError(f"Could not read the answer from {self.base_url}: {exc}", detail="connection_failed")
+                failure.__cause__ = exc
             else:
                 parsed = _parse(response)
                 if response.is_success:
@@ -662,10 +669,11 @@ class MandateClient:
                 failure = error_from_response(response.status_code, parsed, response.headers.get("x-request-id"))
                 if response.status_code < 500:
                     raise failure
+                server_wait = _retry_after(response.headers.get("retry-after"))
             if attempt >= self.max_retries:
                 logger.debug("%s %s failed (%s); %d retries spent, giving up", method, path, failure, attempt)
                 raise failure
-            delay = random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt)))
+            delay = max(server_wait, random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt))))
             logger.debug("%s %s failed (%s); retry %d of %d in %.3f s", method, path, failure, attempt + 1, self.max_retries, delay)
             self._sleep(delay)
             attempt += 1
@@ -679,6 +687,21 @@ class MandateClient:
                 headers["x-service-organization-id"] = self.organization_id
             return headers
         return {}
+
+
+def _retry_after(header: Optional[str]) -> float:
+    """A Retry-After header's delay in seconds (a number of seconds, or an HTTP date), at most a minute; 0 without one."""
+    if header is None:
+        return 0.0
+    text = header.strip()
+    if text.isdigit():
+        seconds = float(text)
+    else:
+        try:
+            seconds = (parsedate_to_datetime(text) - datetime.now(timezone.utc)).total_seconds()
+        except (TypeError, ValueError):
+            return 0.0
+    return min(seconds, 60.0) if seconds > 0 else 0.0
 
 
 def _json_bytes(value: Any) -> bytes:
