@@ -144,7 +144,8 @@ export interface WebhookStore {
   /**
    * Records an attempt and its outcome, if `lease_id` still holds the delivery (false, writing
    * nothing, when the lease lapsed and another process may have taken it). A `failed` outcome
-   * marks the webhook failing and, if it was active, appends `evidence` in the same step.
+   * marks the webhook failing and, if it was active, appends `evidence` in the same step; a
+   * `delivered` one sets a failing webhook active again, so its next outage is told again.
    */
   record(deliveryId: string, leaseId: string, attempt: AttemptRow, outcome: AttemptOutcome): Promise<boolean>;
 
@@ -155,6 +156,6 @@ export interface WebhookStore {
    * one more attempt outside the schedule. Null when the delivery (or its webhook) is absent.
    */
   redeliver(organizationId: string, webhookId: string, deliveryId: string): Promise<DeliveryRow | null>;
-  /** Deletes deliveries created before `before`; returns how many. */
+  /** Deletes delivered and failed deliveries created before `before` (never one still pending); returns how many. */
   trim(before: Date, limit: number): Promise<number>;
 }

@@ -150,7 +150,7 @@ describe("PostgresWebhookStore", () => {
     await store.delete(org, w.webhook_id);
   });
 
-  it("marks the webhook failing and appends webhook.failing once per change from active; a rotation makes it active", async () => {
+  it("marks the webhook failing and appends webhook.failing once per change from active; a delivery that gets through, or a rotation, makes it active", async () => {
     const org = orgs[4]!;
     const w = (await store.create(hook(org), 10))!;
     await enqueueAll(org, [1, 2]);
@@ -161,11 +161,20 @@ describe("PostgresWebhookStore", () => {
     expect(await count()).toBe(1);
     expect((await store.get(org, w.webhook_id))!.state).toBe("failing");
     expect((await store.deliveries(org, w.webhook_id, 10)).map((d) => d.state)).toEqual(["failed", "failed"]);
+    // The endpoint is back: the next delivery that gets through makes the webhook active, so its next outage is told again.
+    await enqueueAll(org, [3]);
+    const delivered = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 1, error: "" };
+    for (const d of await store.lease(10, 60_000, 2)) expect(await store.record(d.delivery_id, d.lease_id, delivered, { kind: "delivered" })).toBe(true);
+    expect((await store.get(org, w.webhook_id))!.state).toBe("active");
+    await enqueueAll(org, [4]);
+    for (const d of await store.lease(10, 60_000, 2)) expect(await store.record(d.delivery_id, d.lease_id, failed, { kind: "failed", evidence: evidence(d.event_id) })).toBe(true);
+    expect(await count()).toBe(2);
+    expect((await store.get(org, w.webhook_id))!.state).toBe("failing");
     expect((await store.rotateSecret(org, w.webhook_id, "whsec_bmV3"))!).toMatchObject({ state: "active", secret: "whsec_bmV3" });
     expect(await store.rotateSecret(orgs[5]!, w.webhook_id, "whsec_eA==")).toBeNull();
   });
 
-  it("redelivers a finished delivery once, outside the schedule; never leases a deleted webhook's deliveries; trims old rows", async () => {
+  it("redelivers a finished delivery once, outside the schedule; never leases a deleted webhook's deliveries; trims old finished rows, never pending ones", async () => {
     const org = orgs[6]!;
     const w = (await store.create(hook(org), 10))!;
     await enqueueAll(org, [1]);
@@ -185,10 +194,15 @@ describe("PostgresWebhookStore", () => {
     expect((await store.lease(100, 60_000, 10)).filter((l) => l.webhook_id === w.webhook_id)).toEqual([]);
     expect(await store.get(org, w.webhook_id)).toBeNull();
 
-    const total = async () => (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries")).rows[0]!.n;
-    const before = await total();
+    const total = async (states: string[]) => (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = ANY($1)", [states])).rows[0]!.n;
+    const [finished, pending] = [await total(["delivered", "failed"]), await total(["pending"])];
+    expect(pending).toBeGreaterThan(0);
     expect(await store.trim(new Date(Date.now() - 86_400_000), 1000)).toBe(0);
     expect(await store.trim(new Date(Date.now() + 60_000), 2)).toBe(2);
-    expect(await total()).toBe(before - 2);
+    expect(await total(["delivered", "failed"])).toBe(finished - 2);
+    // However old, a delivery still retrying is never trimmed: only finished ones go.
+    expect(await store.trim(new Date(Date.now() + 60_000), 1000)).toBe(finished - 2);
+    expect(await total(["delivered", "failed"])).toBe(0);
+    expect(await total(["pending"])).toBe(pending);
   });
 });

@@ -210,8 +210,18 @@ export class PostgresWebhookStore implements WebhookStore {
   async record(deliveryId: string, leaseId: string, attempt: AttemptRow, outcome: AttemptOutcome): Promise<boolean> {
     const state = outcome.kind === "delivered" ? "delivered" : outcome.kind === "retry" ? "pending" : "failed";
     const values = [deliveryId, leaseId, JSON.stringify(attempt), state, outcome.kind === "retry" ? outcome.at : null];
-    // Anything but a last failure is one statement on the delivery alone.
-    if (outcome.kind !== "failed") return (await this.db.pool.query(RECORD, values)).rowCount === 1;
+    // A retry, or a redelivery (outside the schedule) that failed: one statement on the delivery alone.
+    if (outcome.kind === "retry" || outcome.kind === "redelivery_failed") return (await this.db.pool.query(RECORD, values)).rowCount === 1;
+    // A delivery that got through: its webhook, failing until now, is active again (one statement).
+    if (outcome.kind === "delivered") {
+      const { rows } = await this.db.pool.query<{ recorded: boolean }>(
+        `WITH recorded AS (${RECORD} RETURNING webhook_id),
+              revived AS (UPDATE webhooks SET state = 'active' WHERE webhook_id IN (SELECT webhook_id FROM recorded) AND state = 'failing')
+         SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
+        values,
+      );
+      return rows[0]!.recorded;
+    }
     return this.db.transaction(async (tx) => {
       // The webhook row before the delivery, as leasing locks them, then the chain head.
       const { rows } = await tx.query<{ webhook_id: string }>(
@@ -251,7 +261,8 @@ export class PostgresWebhookStore implements WebhookStore {
 
   async trim(before: Date, limit: number): Promise<number> {
     const { rowCount } = await this.db.pool.query(
-      "DELETE FROM webhook_deliveries WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries WHERE created_at < $1 LIMIT $2)",
+      // Only finished ones: a delivery still retrying (its schedule outlasts a short retention) is never dropped unseen.
+      "DELETE FROM webhook_deliveries WHERE delivery_id IN (SELECT delivery_id FROM webhook_deliveries WHERE created_at < $1 AND state IN ('delivered', 'failed') LIMIT $2)",
       [before, limit],
     );
     return rowCount ?? 0;
