@@ -17,8 +17,9 @@ export class EventServiceImpl implements ServiceImpl<typeof EventService> {
   constructor(private readonly streams: EventStreams) {}
 
   async *watchEvents(req: { types: string[]; after: string }, ctx: HandlerContext): AsyncGenerator<MessageInitShape<typeof EventSchema>> {
-    // A Server-Sent Events client resumes by sending Last-Event-ID, which stands for `after`.
-    const after = req.after || ctx.requestHeader.get("last-event-id") || "";
+    // A Server-Sent Events client resumes by sending Last-Event-ID: the last event it received,
+    // so it wins over an `after` left in the URL it first opened (which would replay from there).
+    const after = ctx.requestHeader.get("last-event-id") || req.after;
     for await (const item of this.streams.watch(orgCaller(ctx), { types: req.types, after }, ctx.signal)) yield eventMessage(item);
   }
 }
