@@ -1,6 +1,6 @@
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import net from "node:net";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -339,6 +339,35 @@ describe("the operator key", () => {
 });
 
 describe("keys", () => {
+  it("loadOrCreateKey started many times at once gives every caller the same key, never a half-written file", async () => {
+    for (let round = 0; round < 10; round++) {
+      const file = path.join(dir, `race-${round}.pem`);
+      const keys = await Promise.all(Array.from({ length: 12 }, () => loadOrCreateKey(file)));
+      expect(new Set(keys.map((k) => k.public_key)).size, `round ${round}`).toBe(1);
+      expect((await stat(file)).mode & 0o777).toBe(0o600);
+    }
+    // A reader racing the writer finds no file or the whole key, never a part of it.
+    for (let round = 0; round < 50; round++) {
+      const file = path.join(dir, `read-race-${round}.pem`);
+      const key = await AgentKey.generate();
+      const reads = Array.from({ length: 20 }, () => loadKey(file).then((k) => k.public_key, (err: NodeJS.ErrnoException) => (err.code === "ENOENT" ? null : `${err.message}`)));
+      const [, ...seen] = await Promise.all([saveKey(key, file), ...reads]);
+      for (const s of seen) expect([null, key.public_key], `round ${round}`).toContain(s);
+    }
+    // Nothing is left beside the key files.
+    expect((await readdir(dir)).filter((f) => f.startsWith("."))).toEqual([]);
+  });
+
+  it("an overwritten key file is owner-only from the first byte, whatever mode the old one had", async () => {
+    const file = path.join(dir, "wide.pem");
+    await writeFile(file, "old", { mode: 0o644 });
+    await chmod(file, 0o644);
+    const key = await AgentKey.generate();
+    await saveKey(key, file, { overwrite: true });
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect((await loadKey(file)).public_key).toBe(key.public_key);
+  });
+
   it("never show their secret, nor a client its API key, when logged or serialized", async () => {
     const key = await AgentKey.generate();
     const identity = { agent_id: "agt_1", certificate_id: "crt_1", key };

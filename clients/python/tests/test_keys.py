@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,24 @@ def test_bound_constraints_write_amounts_as_javascript_does() -> None:
     assert [js_number(v) for v in (5, 0.1, 1e-7, 0.00001, 1e21, 1e16, 123456789.125)] == [
         "5", "0.1", "1e-7", "0.00001", "1e+21", "10000000000000000", "123456789.125",
     ]
+
+
+def test_load_or_create_started_many_times_at_once_gives_every_caller_the_same_key(tmp_path: Path) -> None:
+    for round_ in range(10):
+        path = tmp_path / f"race-{round_}.pem"
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            keys = list(pool.map(lambda _: AgentKey.load_or_create(path), range(16)))
+        assert len({k.public_key for k in keys}) == 1, f"round {round_}"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # Nothing is left beside the key files.
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_overwritten_key_file_is_owner_only_whatever_mode_the_old_one_had(tmp_path: Path) -> None:
+    path = tmp_path / "wide.pem"
+    path.write_text("old")
+    path.chmod(0o644)
+    key = AgentKey.generate()
+    key.save(path, overwrite=True)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert AgentKey.load(path).public_key == key.public_key

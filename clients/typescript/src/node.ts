@@ -1,4 +1,6 @@
-import { chmod, readFile, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { link, open, readFile, rename, unlink } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import { AgentKey } from "./keys.js";
 
 /*
@@ -12,11 +14,27 @@ export async function loadKey(path: string): Promise<AgentKey> {
   return AgentKey.fromPem(await readFile(path, "utf8"));
 }
 
-/** Writes the private key to a new file readable by its owner only (0600); never overwrites unless told. */
+/**
+ * Writes the private key to a file readable by its owner only (0600); never overwrites unless
+ * told. The key is written whole to a new file beside `path` first, then put in place at once
+ * (`link` refuses an existing file, `rename` replaces it), so no reader, another process running
+ * loadOrCreateKey included, ever sees a half-written key.
+ */
 export async function saveKey(key: AgentKey, path: string, options: { overwrite?: boolean } = {}): Promise<void> {
-  await writeFile(path, key.toPem(), { mode: 0o600, flag: options.overwrite ? "w" : "wx" });
-  // `mode` applies only when the file is created: an overwritten file is narrowed here.
-  if (options.overwrite) await chmod(path, 0o600);
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const file = await open(temp, "wx", 0o600);
+  try {
+    await file.writeFile(key.toPem());
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  try {
+    if (options.overwrite) await rename(temp, path);
+    else await link(temp, path);
+  } finally {
+    if (!options.overwrite) await unlink(temp);
+  }
 }
 
 /** Loads the key at `path`, or generates and saves one there: the same file always means the same agent. */

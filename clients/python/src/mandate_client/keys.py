@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import tempfile
 from typing import Union
 
 from cryptography.hazmat.primitives import serialization
@@ -83,15 +84,25 @@ class AgentKey:
     def save(self, path: PathLike, *, overwrite: bool = False) -> None:
         """Writes the private key to a file readable by its owner only (0600).
 
-        Refuses to replace an existing file unless ``overwrite`` is true.
+        Refuses to replace an existing file unless ``overwrite`` is true. The key is
+        written whole to a new file beside ``path`` first, then put in place at once
+        (a hard link refuses an existing file, a rename replaces it), so no reader,
+        another process running ``load_or_create`` included, sees a half-written key.
         """
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-        fd = os.open(path, flags, 0o600)
+        target = os.fspath(path)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=f".{os.path.basename(target)}.", suffix=".tmp")
         try:
-            os.fchmod(fd, 0o600)  # the mode of os.open applies only when the file is created
-            os.write(fd, self.to_pem())
+            with os.fdopen(fd, "wb") as f:  # mkstemp creates it 0600
+                f.write(self.to_pem())
+                f.flush()
+                os.fsync(f.fileno())
+            if overwrite:
+                os.replace(temp, target)
+            else:
+                os.link(temp, target)
         finally:
-            os.close(fd)
+            if os.path.lexists(temp):
+                os.unlink(temp)
 
     def sign(self, message: Union[bytes, str]) -> str:
         """Standard base64 of the 64-byte Ed25519 signature over ``message`` (a str is signed as UTF-8)."""
