@@ -20,6 +20,7 @@ from mandate_client import (
     MandateClient,
     MandateError,
     RateLimitedError,
+    ResolutionTimeoutError,
     ServerError,
     TransportError,
     ValidationError,
@@ -188,4 +189,19 @@ def test_an_answer_that_cannot_be_decoded_is_a_retried_transport_error(stub_fact
             client.get_agent("agt_1")
     assert caught.value.detail == "connection_failed"
     assert "Could not read the answer" in str(caught.value)
+    assert len(stub.seen) == 2
+
+
+PENDING = {"decision_id": "dec_1", "outcome": "HUMAN_REVIEW", "reason": "requires_approval", "evidence_id": "evd_1", "evaluated_at": "2026-11-27T00:00:00.000Z", "status": "PENDING"}
+
+
+def test_wait_for_resolution_gives_up_at_its_timeout_even_while_a_read_hangs(stub_factory: Callable[..., Stub]) -> None:
+    # PENDING once, then no answer at all: the read is cut at the wait's deadline, never retried past it.
+    stub = stub_factory(lambda n: (200, PENDING) if n == 1 else None)
+    with MandateClient(stub.url, api_key="k", timeout=30.0, max_retries=3, backoff_base=0.001, sleep=lambda _: None) as client:
+        with pytest.raises(ResolutionTimeoutError) as caught:
+            client.wait_for_resolution("dec_1", timeout=1.0, interval=0.01, stream=False)
+    assert caught.value.detail == "resolution_timeout"
+    assert isinstance(caught.value.__cause__, TransportError)
+    # The PENDING read, and the one the deadline cut: no retry after it.
     assert len(stub.seen) == 2

@@ -292,9 +292,12 @@ class MandateClient:
 
     def get_decision(self, decision_id: str, *, agent: Optional[AgentIdentity] = None, timeout: Optional[float] = None) -> Decision:
         """Reads a decision with the client's credentials or, given ``agent``, as that agent (its own decisions only)."""
+        return self._get_decision(decision_id, agent, timeout, None)
+
+    def _get_decision(self, decision_id: str, agent: Optional[AgentIdentity], timeout: Optional[float], deadline: Optional[float]) -> Decision:
         path = f"/v1/decisions/{_seg(decision_id)}"
         if agent is None:
-            return Decision.from_wire(self.request("GET", path, timeout=timeout))
+            return Decision.from_wire(self.request("GET", path, timeout=timeout, deadline=deadline))
 
         def signed() -> _Headers:  # a fresh timestamp for every attempt
             timestamp = _now_iso()
@@ -304,7 +307,7 @@ class MandateClient:
                 "x-service-signature": agent.key.sign(f"GET {path}\n{timestamp}"),
             }
 
-        return Decision.from_wire(self.request("GET", path, auth=signed, timeout=timeout))
+        return Decision.from_wire(self.request("GET", path, auth=signed, timeout=timeout, deadline=deadline))
 
     def wait_for_resolution(
         self,
@@ -331,7 +334,7 @@ class MandateClient:
             if found is not None:
                 return found
         while True:
-            decision = self.get_decision(decision_id, agent=agent)
+            decision = self._read_by(decision_id, agent, deadline, timeout)
             if decision.is_final:
                 return decision
             left = deadline - time.monotonic()
@@ -341,6 +344,15 @@ class MandateClient:
                     detail="resolution_timeout",
                 )
             self._sleep(min(interval, left))
+
+    def _read_by(self, decision_id: str, agent: Optional[AgentIdentity], deadline: float, timeout: float) -> Decision:
+        """The decision, read before ``deadline`` (no attempt outlasts it, no retry starts after it); a read cut off by it is the wait's timeout."""
+        try:
+            return self._get_decision(decision_id, agent, None, deadline)
+        except (TransportError, ServerError) as exc:
+            if time.monotonic() < deadline:
+                raise
+            raise ResolutionTimeoutError(f"Decision {decision_id} could not be read within {timeout} s: {exc}", detail="resolution_timeout") from exc
 
     def _wait_on_stream(self, decision_id: str, deadline: float, timeout: float, agent: Optional[AgentIdentity]) -> Optional[Decision]:
         """The final decision, or None when the stream could not be used (the caller polls); raises at the deadline.
@@ -379,7 +391,7 @@ class MandateClient:
                         return None
                     assert failure is not None
                     raise failure
-                last = self.get_decision(decision_id, agent=agent)
+                last = self._read_by(decision_id, agent, deadline, timeout)
                 if last.is_final:
                     return last
         finally:
@@ -629,12 +641,15 @@ class MandateClient:
         params: Optional[Mapping[str, str]] = None,
         auth: Union[str, Callable[[], _Headers]] = "org",
         timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
     ) -> Any:
         """Any /v1 call with the client's retries and typed errors; answers the parsed JSON.
 
         ``auth`` is ``"org"`` (the client's key), ``"none"``, or a function
         returning agent signature headers (called once per attempt). ``timeout``
-        (seconds per attempt) overrides the client's for this call.
+        (seconds per attempt) overrides the client's for this call. ``deadline``
+        (a ``time.monotonic()`` instant) bounds the whole call: each attempt is cut
+        to the time left, and no retry starts after it.
         """
         per_attempt = self.timeout if timeout is None else timeout
         body = content if content is not None else (None if json_body is None else _json_bytes(json_body))
@@ -650,10 +665,11 @@ class MandateClient:
             failure: MandateError
             # The service's own Retry-After (sent with every 503) is the least wait before the next attempt.
             server_wait = 0.0
+            this_attempt = per_attempt if deadline is None else max(0.001, min(per_attempt, deadline - time.monotonic()))
             try:
-                response = self._http.request(method, path, content=body, params=params, headers=headers, timeout=per_attempt)
+                response = self._http.request(method, path, content=body, params=params, headers=headers, timeout=this_attempt)
             except httpx.TimeoutException as exc:
-                failure = TransportError(f"No answer from {self.base_url} within {per_attempt} s: {exc}", detail="timeout")
+                failure = TransportError(f"No answer from {self.base_url} within {this_attempt:.3g} s: {exc}", detail="timeout")
                 failure.__cause__ = exc
             except httpx.TransportError as exc:
                 failure = TransportError(f"Could not reach {self.base_url}: {exc}", detail="connection_failed")
@@ -674,6 +690,9 @@ class MandateClient:
                 logger.debug("%s %s failed (%s); %d retries spent, giving up", method, path, failure, attempt)
                 raise failure
             delay = max(server_wait, random.uniform(0, min(self.backoff_cap, self.backoff_base * (2**attempt))))
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                logger.debug("%s %s failed (%s); no time left for a retry", method, path, failure)
+                raise failure
             logger.debug("%s %s failed (%s); retry %d of %d in %.3f s", method, path, failure, attempt + 1, self.max_retries, delay)
             self._sleep(delay)
             attempt += 1
