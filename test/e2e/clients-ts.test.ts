@@ -466,6 +466,21 @@ describe("retries (against a stub server)", () => {
     }
   });
 
+  it("waitForResolution gives up at its timeout even while a read hangs: the read is cut there, never retried past it", async () => {
+    const pending = { decision_id: "dec_1", outcome: "HUMAN_REVIEW", reason: "requires_approval", evidence_id: "evd_1", evaluated_at: new Date().toISOString(), status: "PENDING" };
+    const stub = await stubServer((n) => (n === 1 ? { status: 200, body: pending } : null));
+    try {
+      const client = new MandateClient({ base_url: stub.url, api_key: "k", timeout_ms: 30_000, max_retries: 3, backoff_base_ms: 1 });
+      const err = await client.waitForResolution("dec_1", { timeout_ms: 1_000, interval_ms: 10, stream: false }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ResolutionTimeoutError);
+      expect(err).toMatchObject({ detail: "resolution_timeout" });
+      // The PENDING read, and the one the deadline cut: no retry after it.
+      expect(stub.seen).toHaveLength(2);
+    } finally {
+      await stub.close();
+    }
+  });
+
   it("refuses a max_retries or timeout_ms that is not a finite number (NaN would retry forever)", () => {
     expect(() => new MandateClient({ base_url: "http://127.0.0.1:1", max_retries: Number(undefined) })).toThrow(/max_retries must be a finite number/);
     expect(() => new MandateClient({ base_url: "http://127.0.0.1:1", timeout_ms: Number.POSITIVE_INFINITY })).toThrow(/timeout_ms must be a finite number/);

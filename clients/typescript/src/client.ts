@@ -122,6 +122,8 @@ export interface RequestOptions {
   body?: unknown;
   credentials?: RequestCredentials;
   query?: Record<string, string | number | undefined>;
+  /** A Date.now() instant bounding the whole call: each attempt is cut to the time left, and no retry starts after it. */
+  deadline?: number;
 }
 
 const seg = encodeURIComponent;
@@ -257,7 +259,7 @@ export class MandateClient {
   }
 
   /** Reads a decision with the client's credentials, or, given `agent`, as that agent (its own decisions only). */
-  getDecision(decisionId: string, options: { agent?: AgentIdentity } = {}): Promise<Decision> {
+  getDecision(decisionId: string, options: { agent?: AgentIdentity; deadline?: number } = {}): Promise<Decision> {
     const path = `/v1/decisions/${seg(decisionId)}`;
     const { agent } = options;
     const credentials: RequestCredentials = agent
@@ -273,7 +275,17 @@ export class MandateClient {
           },
         }
       : { kind: "org" };
-    return this.request("GET", path, { credentials });
+    return this.request("GET", path, { credentials, ...(options.deadline !== undefined && { deadline: options.deadline }) });
+  }
+
+  /** The decision, read before `deadline`; a read the deadline cut off is the wait's ResolutionTimeoutError. */
+  private async readBy(decisionId: string, agent: AgentIdentity | undefined, deadline: number): Promise<Decision> {
+    try {
+      return await this.getDecision(decisionId, { ...(agent && { agent }), deadline });
+    } catch (err) {
+      if (!(err instanceof TransportError || err instanceof ServerError) || Date.now() < deadline) throw err;
+      throw new ResolutionTimeoutError({ status: 0, detail: "resolution_timeout", message: `Decision ${decisionId} could not be read before the wait ended: ${err.message}` });
+    }
   }
 
   /**
@@ -302,7 +314,7 @@ export class MandateClient {
     let readError: unknown;
     const check = async () => {
       try {
-        last = await this.getDecision(decisionId, { agent });
+        last = await this.readBy(decisionId, agent, deadline);
       } catch (err) {
         readError = err;
         stop.abort();
@@ -334,7 +346,7 @@ export class MandateClient {
 
   private async pollForResolution(decisionId: string, deadline: number, interval: number, agent: AgentIdentity | undefined): Promise<Decision> {
     for (;;) {
-      const decision = await this.getDecision(decisionId, { agent });
+      const decision = await this.readBy(decisionId, agent, deadline);
       if (isFinal(decision)) return decision;
       const left = deadline - Date.now();
       if (left <= 0) {
@@ -617,8 +629,9 @@ export class MandateClient {
       let failure: MandateError;
       // The service's own Retry-After (sent with every 503) is the least wait before the next attempt.
       let serverWait = 0;
+      const thisAttempt = options.deadline === undefined ? this.timeoutMs : Math.max(1, Math.min(this.timeoutMs, options.deadline - Date.now()));
       try {
-        const res = await this.fetchImpl(url, { method, headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
+        const res = await this.fetchImpl(url, { method, headers, body, signal: AbortSignal.timeout(thisAttempt) });
         const text = await res.text();
         const parsed = parseBody(text);
         if (res.ok) return parsed as T;
@@ -627,10 +640,12 @@ export class MandateClient {
         serverWait = retryAfterMs(res.headers.get("retry-after"));
       } catch (err) {
         if (err instanceof MandateError) throw err;
-        failure = transportError(err, this.base_url, this.timeoutMs);
+        failure = transportError(err, this.base_url, thisAttempt);
       }
       if (attempt >= this.maxRetries) throw failure;
-      await sleep(Math.max(serverWait, Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt)));
+      const delay = Math.max(serverWait, Math.random() * Math.min(this.backoffCapMs, this.backoffBaseMs * 2 ** attempt));
+      if (options.deadline !== undefined && Date.now() + delay >= options.deadline) throw failure;
+      await sleep(delay);
     }
   }
 
