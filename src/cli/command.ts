@@ -60,20 +60,35 @@ export function serviceUrl(flag: string | undefined): string {
   return (flag ?? process.env.MANDATE_BASE_URL ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
 }
 
+/** How long a command waits for the service's whole answer (MANDATE_CLI_TIMEOUT_MS). */
+const DEFAULT_TIMEOUT_MS = 30_000;
+
 /**
  * POSTs `body` to the service's `/v1` `path` and resolves to the JSON answer. A refusal becomes a
- * CliError with the error body's code, message and field errors (docs/architecture.md, Error
- * model); an unreachable service, one naming the URL.
+ * CliError with the error body's code, message, request id and field errors (docs/architecture.md,
+ * Error model); an unreachable service, or one that does not answer within the timeout, one
+ * naming the URL.
  */
 export async function postJson(baseUrl: string, path: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<unknown> {
+  const timeoutMs = Number(process.env.MANDATE_CLI_TIMEOUT_MS ?? DEFAULT_TIMEOUT_MS);
+  const unreachable = (error: unknown) => {
+    const timedOut = error instanceof DOMException && error.name === "TimeoutError";
+    const cause = timedOut ? `no answer within ${timeoutMs} ms` : ((error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message);
+    return new CliError(`cannot reach the service at ${baseUrl} (--url or MANDATE_BASE_URL): ${cause}`);
+  };
   let response: Response;
+  let text: string;
   try {
-    response = await fetch(`${baseUrl}${path}`, { method: "POST", body: typeof body === "string" ? body : new Uint8Array(body), headers: { "content-type": "application/json", ...headers } });
+    response = await fetch(`${baseUrl}${path}`, {
+      method: "POST",
+      body: typeof body === "string" ? body : new Uint8Array(body),
+      headers: { "content-type": "application/json", ...headers },
+      signal: AbortSignal.timeout(Number.isFinite(timeoutMs) && timeoutMs > 0 ? timeoutMs : DEFAULT_TIMEOUT_MS),
+    });
+    text = await response.text();
   } catch (error) {
-    const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
-    throw new CliError(`cannot reach the service at ${baseUrl} (--url or MANDATE_BASE_URL): ${cause}`);
+    throw unreachable(error);
   }
-  const text = await response.text();
   let answer: unknown;
   try {
     answer = JSON.parse(text) as unknown;
@@ -81,9 +96,10 @@ export async function postJson(baseUrl: string, path: string, body: string | Buf
     throw new CliError(`${baseUrl}${path} answered ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`);
   }
   if (!response.ok) {
-    const error = answer as { detail?: string; message?: string; errors?: { field?: string; message?: string }[] };
-    const fields = (error.errors ?? []).map((e) => `\n  ${e.field ?? "(request)"}: ${e.message ?? ""}`).join("");
-    throw new CliError(`${response.status} ${error.detail ?? "error"}: ${error.message ?? text}${fields}`);
+    const error = answer as { detail?: string; message?: string; request_id?: string; errors?: { field?: string; code?: string; message?: string }[] };
+    const fields = (error.errors ?? []).map((e) => `\n  ${e.field ?? "(request)"}: ${e.message ?? ""}${e.code ? ` (${e.code})` : ""}`).join("");
+    const requestId = error.request_id ?? response.headers.get("x-request-id");
+    throw new CliError(`${response.status} ${error.detail ?? "error"}: ${error.message ?? text}${requestId ? ` (request ${requestId})` : ""}${fields}`);
   }
   return answer;
 }
