@@ -205,6 +205,9 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
         retentionDays: hooks.retentionDays,
         retryScale: hooks.retryScale,
         maxInFlightPerWebhook: hooks.maxInFlightPerWebhook,
+        // Half of a process's attempts at most to one organization: receivers of one that stop
+        // answering hold their attempts to the timeout, and must not hold up everyone else's.
+        maxInFlightPerOrganization: attemptsInFlight / 2,
         maxInFlight: attemptsInFlight,
         // Well past the attempt's own timeout: a lease lapses only when its holder died.
         leaseMs: 2 * hooks.timeoutMs + 5_000,

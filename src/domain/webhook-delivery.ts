@@ -33,6 +33,8 @@ export interface DeliveryOptions {
   retryScale: number;
   /** Deliveries of one webhook in flight at a time, across every replica (MANDATE_WEBHOOK_MAX_IN_FLIGHT). */
   maxInFlightPerWebhook: number;
+  /** Deliveries of one organization in flight at a time, across every replica: what the others are always left. */
+  maxInFlightPerOrganization: number;
   /** Attempts in flight in this process, over every webhook. */
   maxInFlight: number;
   /** How long a leased delivery is held: past the attempt timeout, so only a process that died loses it. */
@@ -276,7 +278,7 @@ export class WebhookDelivery {
     while (!this.closed) {
       const room = this.options.maxInFlight - this.inFlight.size;
       if (room <= 0) return;
-      const leased = await this.store.lease(room, this.options.leaseMs, this.options.maxInFlightPerWebhook);
+      const leased = await this.store.lease(room, this.options.leaseMs, this.options.maxInFlightPerWebhook, this.options.maxInFlightPerOrganization);
       for (const d of leased) {
         const p: Promise<void> = this.attempt(d).finally(() => {
           this.inFlight.delete(p);

@@ -137,10 +137,13 @@ export interface WebhookStore {
 
   /**
    * Leases up to `limit` due deliveries (pending, next attempt now or past, not leased, webhook
-   * not deleted) for `leaseMs`, each webhook's oldest events first and never more than
-   * `maxInFlight` of one webhook leased at a time.
+   * not deleted) for `leaseMs`, each webhook's oldest events first, never more than
+   * `maxInFlight` of one webhook nor `maxInFlightPerOrganization` of one organization leased at a
+   * time, so one organization's unanswering receivers cannot take every attempt. The webhook
+   * bound is strict across replicas (a webhook is leased by one at a time); the organization's is
+   * a fairness bound that two replicas leasing at the same instant may each fill.
    */
-  lease(limit: number, leaseMs: number, maxInFlight: number): Promise<LeasedDelivery[]>;
+  lease(limit: number, leaseMs: number, maxInFlight: number, maxInFlightPerOrganization: number): Promise<LeasedDelivery[]>;
   /**
    * Records an attempt and its outcome, if `lease_id` still holds the delivery (false, writing
    * nothing, when the lease lapsed and another process may have taken it). A `failed` outcome

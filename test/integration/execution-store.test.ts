@@ -235,7 +235,7 @@ describe("PostgresOperationalReadings", () => {
     expect(await webhooks.enqueue(f.organizationId, async (claimed, head) => claimed.map((c) => ({ webhook_id: c.webhook_id, cursor_seq: head, deliveries: [delivery(1), delivery(2)] })))).toBe(2);
     const attempt = { attempted_at: new Date().toISOString(), status: 503, latency_ms: 1, error: "HTTP 503" };
     const hour = 3_600_000;
-    const [due, later] = await webhooks.lease(10, 60_000, 2);
+    const [due, later] = await webhooks.lease(10, 60_000, 2, 1000);
     // One due again an hour ago, one in an hour: the lag is the first's hour.
     expect(await webhooks.record(due!.delivery_id, due!.lease_id, attempt, { kind: "retry", at: new Date(Date.now() - hour) })).toBe(true);
     expect(await webhooks.record(later!.delivery_id, later!.lease_id, attempt, { kind: "retry", at: new Date(Date.now() + hour) })).toBe(true);
@@ -243,7 +243,7 @@ describe("PostgresOperationalReadings", () => {
     expect(lag).toBeGreaterThanOrEqual(3600);
     expect(lag).toBeLessThan(3600 + 600);
     // The overdue one delivered: the other is pending but not due.
-    const [retried] = await webhooks.lease(10, 60_000, 2);
+    const [retried] = await webhooks.lease(10, 60_000, 2, 1000);
     expect(retried!.delivery_id).toBe(due!.delivery_id);
     expect(await webhooks.record(retried!.delivery_id, retried!.lease_id, { ...attempt, status: 200, error: "" }, { kind: "delivered" })).toBe(true);
     expect(await readings.webhookDeliveryLagSeconds()).toBe(0);
@@ -254,7 +254,7 @@ describe("PostgresOperationalReadings", () => {
     await db.transaction((tx) => chain.append(tx, [entry(f.organizationId, "test.record", "s")]));
     const forGone = (claimed: { webhook_id: string }[], head: number) => claimed.filter((c) => c.webhook_id === gone).map((c) => ({ webhook_id: c.webhook_id, cursor_seq: head, deliveries: [delivery(3)] }));
     expect(await webhooks.enqueue(f.organizationId, async (claimed, head) => forGone(claimed, head))).toBe(1);
-    const [overdue] = await webhooks.lease(10, 60_000, 2);
+    const [overdue] = await webhooks.lease(10, 60_000, 2, 1000);
     expect(overdue!.webhook_id).toBe(gone);
     expect(await webhooks.record(overdue!.delivery_id, overdue!.lease_id, attempt, { kind: "retry", at: new Date(Date.now() - hour) })).toBe(true);
     expect(await readings.webhookDeliveryLagSeconds()).toBeGreaterThanOrEqual(3600);

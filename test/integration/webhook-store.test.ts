@@ -21,7 +21,7 @@ let chain: EvidenceChain;
 const orgs: string[] = [];
 
 beforeAll(async () => {
-  const made = await storeDatabase("webhook_store", (svc) => newOrganizations(svc, 8));
+  const made = await storeDatabase("webhook_store", (svc) => newOrganizations(svc, 10));
   ({ db, chain } = made);
   orgs.push(...made.fixtures);
   store = new PostgresWebhookStore(db, chain);
@@ -112,18 +112,18 @@ describe("PostgresWebhookStore", () => {
     const org = orgs[2]!;
     const w = (await store.create(hook(org), 10))!;
     await enqueueAll(org, [1, 2, 3, 4, 5, 6, 7, 8]);
-    const leases = await Promise.all(Array.from({ length: 4 }, () => store.lease(10, 60_000, 3)));
+    const leases = await Promise.all(Array.from({ length: 4 }, () => store.lease(10, 60_000, 3, 1000)));
     const leased = leases.flat();
     expect(leased.map((d) => d.event_id).sort()).toEqual([1, 2, 3].map((s) => `evt_${String(s).padStart(16, "0")}_0_x`));
     expect(leased.every((d) => d.url === "http://127.0.0.1:9/hook" && d.secret === "whsec_dGVzdA==" && d.organization_id === org)).toBe(true);
-    expect(await store.lease(10, 60_000, 3)).toEqual([]);
+    expect(await store.lease(10, 60_000, 3, 1000)).toEqual([]);
     const attempt = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 3, error: "" };
     // Under another lease id: nothing recorded.
     expect(await store.record(leased[0]!.delivery_id, "not-the-lease", attempt, { kind: "delivered" })).toBe(false);
     expect(await store.record(leased[0]!.delivery_id, leased[0]!.lease_id, attempt, { kind: "delivered" })).toBe(true);
     expect(await store.record(leased[0]!.delivery_id, leased[0]!.lease_id, attempt, { kind: "delivered" })).toBe(false);
     // One slot free: the next oldest goes.
-    const next = await store.lease(10, 60_000, 3);
+    const next = await store.lease(10, 60_000, 3, 1000);
     expect(next.map((d) => d.event_id)).toEqual([`evt_${String(4).padStart(16, "0")}_0_x`]);
     const listed = await store.deliveries(org, w.webhook_id, 100);
     const done = listed.find((d) => d.delivery_id === leased[0]!.delivery_id)!;
@@ -135,9 +135,9 @@ describe("PostgresWebhookStore", () => {
     const org = orgs[3]!;
     const w = (await store.create(hook(org), 10))!;
     await enqueueAll(org, [1]);
-    const [held] = await store.lease(10, 1, 1);
+    const [held] = await store.lease(10, 1, 1, 1000);
     const [taken] = await waitFor("the lease to lapse", async () => {
-      const l = await store.lease(10, 60_000, 1);
+      const l = await store.lease(10, 60_000, 1, 1000);
       return l.length > 0 && l;
     });
     expect(taken!.delivery_id).toBe(held!.delivery_id);
@@ -146,7 +146,7 @@ describe("PostgresWebhookStore", () => {
     expect(await store.record(held!.delivery_id, held!.lease_id, attempt, { kind: "retry", at: new Date() })).toBe(false);
     expect(await store.record(taken!.delivery_id, taken!.lease_id, attempt, { kind: "retry", at: new Date(Date.now() + 3_600_000) })).toBe(true);
     // Not due for an hour.
-    expect(await store.lease(10, 60_000, 1)).toEqual([]);
+    expect(await store.lease(10, 60_000, 1, 1000)).toEqual([]);
     await store.delete(org, w.webhook_id);
   });
 
@@ -157,17 +157,17 @@ describe("PostgresWebhookStore", () => {
     const failed = { attempted_at: new Date().toISOString(), status: 503, latency_ms: 1, error: "HTTP 503" };
     const evidence = (eventId: string) => ({ organizationId: org, kind: "webhook.failing", subjectId: w.webhook_id, payload: { webhook_id: w.webhook_id, event_id: eventId, attempts: 8 } });
     const count = async () => (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM evidence_records WHERE organization_id = $1 AND kind = 'webhook.failing'", [org])).rows[0]!.n;
-    for (const d of await store.lease(10, 60_000, 2)) expect(await store.record(d.delivery_id, d.lease_id, failed, { kind: "failed", evidence: evidence(d.event_id) })).toBe(true);
+    for (const d of await store.lease(10, 60_000, 2, 1000)) expect(await store.record(d.delivery_id, d.lease_id, failed, { kind: "failed", evidence: evidence(d.event_id) })).toBe(true);
     expect(await count()).toBe(1);
     expect((await store.get(org, w.webhook_id))!.state).toBe("failing");
     expect((await store.deliveries(org, w.webhook_id, 10)).map((d) => d.state)).toEqual(["failed", "failed"]);
     // The endpoint is back: the next delivery that gets through makes the webhook active, so its next outage is told again.
     await enqueueAll(org, [3]);
     const delivered = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 1, error: "" };
-    for (const d of await store.lease(10, 60_000, 2)) expect(await store.record(d.delivery_id, d.lease_id, delivered, { kind: "delivered" })).toBe(true);
+    for (const d of await store.lease(10, 60_000, 2, 1000)) expect(await store.record(d.delivery_id, d.lease_id, delivered, { kind: "delivered" })).toBe(true);
     expect((await store.get(org, w.webhook_id))!.state).toBe("active");
     await enqueueAll(org, [4]);
-    for (const d of await store.lease(10, 60_000, 2)) expect(await store.record(d.delivery_id, d.lease_id, failed, { kind: "failed", evidence: evidence(d.event_id) })).toBe(true);
+    for (const d of await store.lease(10, 60_000, 2, 1000)) expect(await store.record(d.delivery_id, d.lease_id, failed, { kind: "failed", evidence: evidence(d.event_id) })).toBe(true);
     expect(await count()).toBe(2);
     expect((await store.get(org, w.webhook_id))!.state).toBe("failing");
     expect((await store.rotateSecret(org, w.webhook_id, "whsec_bmV3"))!).toMatchObject({ state: "active", secret: "whsec_bmV3" });
@@ -178,12 +178,12 @@ describe("PostgresWebhookStore", () => {
     const org = orgs[6]!;
     const w = (await store.create(hook(org), 10))!;
     await enqueueAll(org, [1]);
-    const [d] = await store.lease(10, 60_000, 1);
+    const [d] = await store.lease(10, 60_000, 1, 1000);
     const attempt = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 1, error: "" };
     await store.record(d!.delivery_id, d!.lease_id, attempt, { kind: "delivered" });
     expect(await store.redeliver(orgs[7]!, w.webhook_id, d!.delivery_id)).toBeNull();
     expect(await store.redeliver(org, w.webhook_id, d!.delivery_id)).toMatchObject({ state: "pending" });
-    const [again] = await store.lease(10, 60_000, 1);
+    const [again] = await store.lease(10, 60_000, 1, 1000);
     expect(again).toMatchObject({ delivery_id: d!.delivery_id, redelivery: true, scheduled_attempts: 1 });
     await store.record(again!.delivery_id, again!.lease_id, attempt, { kind: "delivered" });
     expect((await store.deliveries(org, w.webhook_id, 10))[0]!.attempts).toHaveLength(2);
@@ -191,7 +191,7 @@ describe("PostgresWebhookStore", () => {
     await enqueueAll(org, [2]);
     expect(await store.delete(org, w.webhook_id)).toBe(true);
     expect(await store.delete(org, w.webhook_id)).toBe(false);
-    expect((await store.lease(100, 60_000, 10)).filter((l) => l.webhook_id === w.webhook_id)).toEqual([]);
+    expect((await store.lease(100, 60_000, 10, 1000)).filter((l) => l.webhook_id === w.webhook_id)).toEqual([]);
     expect(await store.get(org, w.webhook_id)).toBeNull();
 
     const total = async (states: string[]) => (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = ANY($1)", [states])).rows[0]!.n;
@@ -204,5 +204,23 @@ describe("PostgresWebhookStore", () => {
     expect(await store.trim(new Date(Date.now() + 60_000), 1000)).toBe(finished - 2);
     expect(await total(["delivered", "failed"])).toBe(0);
     expect(await total(["pending"])).toBe(pending);
+  });
+
+  it("never leases more of one organization than its bound, over its webhooks and concurrent leasers, and another organization's due delivery still goes", async () => {
+    const [a, b] = [orgs[8]!, orgs[9]!];
+    for (let i = 0; i < 3; i++) await store.create(hook(a), 10);
+    const other = (await store.create(hook(b), 10))!;
+    await enqueueAll(a, [1, 2, 3, 4]);
+    await enqueueAll(b, [1]);
+    const leased = (await Promise.all(Array.from({ length: 3 }, () => store.lease(100, 60_000, 4, 5)))).flat();
+    const ofA = leased.filter((d) => d.organization_id === a);
+    // Twelve due (three webhooks, four each, each webhook's bound 4), five leased: the organization's bound.
+    expect(ofA).toHaveLength(5);
+    expect(leased.filter((d) => d.organization_id === b).map((d) => d.webhook_id)).toEqual([other.webhook_id]);
+    expect((await store.lease(100, 60_000, 4, 5)).filter((d) => d.organization_id === a)).toEqual([]);
+    // One of A's finished: exactly one more of A's goes.
+    const attempt = { attempted_at: new Date().toISOString(), status: 200, latency_ms: 1, error: "" };
+    expect(await store.record(ofA[0]!.delivery_id, ofA[0]!.lease_id, attempt, { kind: "delivered" })).toBe(true);
+    expect((await store.lease(100, 60_000, 4, 5)).filter((d) => d.organization_id === a)).toHaveLength(1);
   });
 });

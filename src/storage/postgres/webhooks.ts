@@ -164,15 +164,22 @@ export class PostgresWebhookStore implements WebhookStore {
     });
   }
 
-  lease(limit: number, leaseMs: number, maxInFlight: number): Promise<LeasedDelivery[]> {
+  lease(limit: number, leaseMs: number, maxInFlight: number, maxInFlightPerOrganization: number): Promise<LeasedDelivery[]> {
     return this.db.transaction(async (tx) => {
-      // Webhooks with something due, each claimed by one process at a time (the others skip it).
+      // Webhooks with something due, each claimed by one process at a time (the others skip it),
+      // of organizations not already at their bound of attempts in flight.
       const { rows: hooks } = await tx.query<{ webhook_id: string; organization_id: string; url: string; secret: string }>(
-        `SELECT w.webhook_id, w.organization_id, w.url, w.secret FROM webhooks w
+        `WITH busy AS (
+           SELECT w2.organization_id FROM webhook_deliveries d2 JOIN webhooks w2 USING (webhook_id)
+            WHERE d2.state = 'pending' AND d2.lease_until > now()
+            GROUP BY w2.organization_id HAVING count(*) >= $2
+         )
+         SELECT w.webhook_id, w.organization_id, w.url, w.secret FROM webhooks w
           WHERE w.deleted_at IS NULL
+            AND w.organization_id NOT IN (SELECT organization_id FROM busy)
             AND w.webhook_id IN (SELECT d.webhook_id FROM webhook_deliveries d WHERE ${DUE})
           LIMIT $1 FOR UPDATE OF w SKIP LOCKED`,
-        [limit],
+        [limit, maxInFlightPerOrganization],
       );
       if (hooks.length === 0) return [];
       // A new statement, so a new snapshot: every lease committed before we got the webhook's
@@ -182,20 +189,29 @@ export class PostgresWebhookStore implements WebhookStore {
         `WITH inflight AS (
            SELECT webhook_id, count(*)::int AS n FROM webhook_deliveries
             WHERE webhook_id = ANY($1::text[]) AND state = 'pending' AND lease_until > now() GROUP BY webhook_id
-         ), picked AS (
-           SELECT x.delivery_id FROM unnest($1::text[]) AS c(webhook_id)
+         ), org_inflight AS (
+           SELECT w.organization_id, count(*)::int AS n FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
+            WHERE w.organization_id = ANY($6::text[]) AND d.state = 'pending' AND d.lease_until > now() GROUP BY w.organization_id
+         ), candidates AS (
+           SELECT x.delivery_id, x.event_id, c.organization_id FROM unnest($1::text[], $6::text[]) AS c(webhook_id, organization_id)
              LEFT JOIN inflight i USING (webhook_id)
              CROSS JOIN LATERAL (
-               SELECT d.delivery_id FROM webhook_deliveries d
+               SELECT d.delivery_id, d.event_id FROM webhook_deliveries d
                 WHERE d.webhook_id = c.webhook_id AND ${DUE}
                 ORDER BY d.event_id LIMIT greatest(0, $2::int - coalesce(i.n, 0))
              ) x
+         ), picked AS (
+           -- Each organization's oldest first, up to what its bound leaves.
+           SELECT r.delivery_id FROM (
+             SELECT delivery_id, organization_id, row_number() OVER (PARTITION BY organization_id ORDER BY event_id) AS k FROM candidates
+           ) r LEFT JOIN org_inflight o USING (organization_id)
+            WHERE r.k <= greatest(0, $7::int - coalesce(o.n, 0))
            LIMIT $3
          )
          UPDATE webhook_deliveries d SET lease_id = $4, lease_until = now() + $5::int * interval '1 millisecond'
            FROM picked WHERE d.delivery_id = picked.delivery_id AND ${DUE}
          RETURNING d.delivery_id, d.webhook_id, d.event_id, d.body, d.scheduled_attempts, d.redelivery`,
-        [hooks.map((h) => h.webhook_id), maxInFlight, limit, leaseId, leaseMs],
+        [hooks.map((h) => h.webhook_id), maxInFlight, limit, leaseId, leaseMs, hooks.map((h) => h.organization_id), maxInFlightPerOrganization],
       );
       const byId = new Map(hooks.map((h) => [h.webhook_id, h]));
       return rows
