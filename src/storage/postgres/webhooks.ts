@@ -168,10 +168,12 @@ export class PostgresWebhookStore implements WebhookStore {
     return this.db.transaction(async (tx) => {
       // Webhooks with something due, each claimed by one process at a time (the others skip it),
       // of organizations not already at their bound of attempts in flight.
-      const { rows: hooks } = await tx.query<{ webhook_id: string; organization_id: string; url: string; secret: string }>(
-        `WITH busy AS (
+      const { rows: hooks } = await tx.query<{ webhook_id: string; organization_id: string; url: string; secret: string }>({
+        // Named (prepared once per connection): leasing runs once per wake-up.
+        name: "webhooks_lease_claim",
+        text: `WITH busy AS (
            SELECT w2.organization_id FROM webhook_deliveries d2 JOIN webhooks w2 USING (webhook_id)
-            WHERE d2.state = 'pending' AND d2.lease_until > now()
+            WHERE d2.state = 'pending' AND d2.lease_id IS NOT NULL AND d2.lease_until > now()
             GROUP BY w2.organization_id HAVING count(*) >= $2
          )
          SELECT w.webhook_id, w.organization_id, w.url, w.secret FROM webhooks w
@@ -179,19 +181,20 @@ export class PostgresWebhookStore implements WebhookStore {
             AND w.organization_id NOT IN (SELECT organization_id FROM busy)
             AND w.webhook_id IN (SELECT d.webhook_id FROM webhook_deliveries d WHERE ${DUE})
           LIMIT $1 FOR UPDATE OF w SKIP LOCKED`,
-        [limit, maxInFlightPerOrganization],
-      );
+        values: [limit, maxInFlightPerOrganization],
+      });
       if (hooks.length === 0) return [];
       // A new statement, so a new snapshot: every lease committed before we got the webhook's
       // lock is counted as in flight.
       const leaseId = randomBase32(16);
-      const { rows } = await tx.query<Omit<LeasedDelivery, "url" | "secret" | "organization_id" | "lease_id">>(
-        `WITH inflight AS (
+      const { rows } = await tx.query<Omit<LeasedDelivery, "url" | "secret" | "organization_id" | "lease_id">>({
+        name: "webhooks_lease_pick",
+        text: `WITH inflight AS (
            SELECT webhook_id, count(*)::int AS n FROM webhook_deliveries
-            WHERE webhook_id = ANY($1::text[]) AND state = 'pending' AND lease_until > now() GROUP BY webhook_id
+            WHERE webhook_id = ANY($1::text[]) AND state = 'pending' AND lease_id IS NOT NULL AND lease_until > now() GROUP BY webhook_id
          ), org_inflight AS (
            SELECT w.organization_id, count(*)::int AS n FROM webhook_deliveries d JOIN webhooks w USING (webhook_id)
-            WHERE w.organization_id = ANY($6::text[]) AND d.state = 'pending' AND d.lease_until > now() GROUP BY w.organization_id
+            WHERE w.organization_id = ANY($6::text[]) AND d.state = 'pending' AND d.lease_id IS NOT NULL AND d.lease_until > now() GROUP BY w.organization_id
          ), candidates AS (
            SELECT x.delivery_id, x.event_id, c.organization_id FROM unnest($1::text[], $6::text[]) AS c(webhook_id, organization_id)
              LEFT JOIN inflight i USING (webhook_id)
@@ -211,8 +214,8 @@ export class PostgresWebhookStore implements WebhookStore {
          UPDATE webhook_deliveries d SET lease_id = $4, lease_until = now() + $5::int * interval '1 millisecond'
            FROM picked WHERE d.delivery_id = picked.delivery_id AND ${DUE}
          RETURNING d.delivery_id, d.webhook_id, d.event_id, d.body, d.scheduled_attempts, d.redelivery`,
-        [hooks.map((h) => h.webhook_id), maxInFlight, limit, leaseId, leaseMs, hooks.map((h) => h.organization_id), maxInFlightPerOrganization],
-      );
+        values: [hooks.map((h) => h.webhook_id), maxInFlight, limit, leaseId, leaseMs, hooks.map((h) => h.organization_id), maxInFlightPerOrganization],
+      });
       const byId = new Map(hooks.map((h) => [h.webhook_id, h]));
       return rows
         .map((r) => {
