@@ -104,10 +104,20 @@ export async function postJson(baseUrl: string, path: string, body: string | Buf
   return answer;
 }
 
-/** A command's options and positionals (node:util parseArgs, strict); a CliError with usage when malformed. */
+/**
+ * A command's options and positionals (node:util parseArgs, strict); a CliError with usage when
+ * malformed. A string option takes the next argument as its value even when that starts with a
+ * dash (a key thumbprint, base64url, may): parseArgs alone refuses `--option -value` as ambiguous.
+ */
 export function parseCommandLine<const O extends NonNullable<ParseArgsConfig["options"]>>(args: readonly string[], options: O) {
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const name = args[i]!.startsWith("--") ? args[i]!.slice(2) : "";
+    if (options[name]?.type === "string" && i + 1 < args.length) joined.push(`--${name}=${args[++i]!}`);
+    else joined.push(args[i]!);
+  }
   try {
-    return parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+    return parseArgs({ args: joined, options, allowPositionals: true, strict: true });
   } catch (error) {
     throw new CliError((error as Error).message, true);
   }

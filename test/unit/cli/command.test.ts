@@ -1,7 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CliError, postJson } from "../../../src/cli/command.js";
+import { CliError, parseCommandLine, postJson } from "../../../src/cli/command.js";
 
 /*
  * postJson, the CLI's one call to the service: a refusal is a CliError with the answer's status,
@@ -64,5 +64,14 @@ describe("postJson", () => {
     const err = await failure(postJson(closed, "/v1/x", "{}"));
     expect(err).toBeInstanceOf(CliError);
     expect((err as Error).message).toMatch(new RegExp(`^cannot reach the service at ${closed.replace(/\./g, "\\.")} \\(--url or MANDATE_BASE_URL\\): .*ECONNREFUSED`));
+  });
+});
+
+describe("parseCommandLine", () => {
+  it("takes the next argument as a string option's value even when it starts with a dash (a base64url thumbprint may)", () => {
+    const { values, positionals } = parseCommandLine(["--trust-export-keys", "-Xq3v_9", "export.json"], { "trust-export-keys": { type: "string" } });
+    expect(values["trust-export-keys"]).toBe("-Xq3v_9");
+    expect(positionals).toEqual(["export.json"]);
+    expect(() => parseCommandLine(["--nope", "x"], { "trust-export-keys": { type: "string" } })).toThrow(CliError);
   });
 });
