@@ -227,7 +227,7 @@ export async function startApp(config: Config, logger: Logger = pino({ level: co
       { service: DecisionService, impl: new DecisionServiceImpl(decisions) as never },
       { service: PolicyService, impl: new PolicyServiceImpl(policies, trials) as never },
       { service: IntegrationService, impl: new IntegrationServiceImpl(
-          new Integrations(integrationStore, agentStore, async (org, id, state) => {
+          new Integrations(integrationStore, async (org, id, state) => {
             await mirror?.setIntegration(org, id, state).catch(mirrorError);
           }),
         ) as never },

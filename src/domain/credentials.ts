@@ -7,6 +7,13 @@ import { hashSecret } from "./organizations.js";
 
 const ALL = new Set(PERMISSIONS);
 
+/** `row` if it still admits its holder: 401 `unknown_key` when unknown or revoked, 403 `organization_suspended`. */
+function admitted(row: LiveApiKey | null): LiveApiKey {
+  if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
+  if (row.organization_state !== "active") throw organizationSuspended();
+  return row;
+}
+
 /** Turns bearer secrets and the operator key into callers. */
 export class Credentials {
   /** Concurrent requests' key lookups share one query; nothing is cached, so a revoked key fails at once. */
@@ -25,9 +32,7 @@ export class Credentials {
    * operator key still acts for it: operatorFor).
    */
   async bearer(secret: string, clientAddress: string): Promise<OrgCaller> {
-    const row = await this.liveKeys.get(hashSecret(secret));
-    if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
-    if (row.organization_state !== "active") throw organizationSuspended();
+    const row = admitted(await this.liveKeys.get(hashSecret(secret)));
     return {
       kind: "key",
       organizationId: row.organization_id,
@@ -45,9 +50,7 @@ export class Credentials {
    */
   async recheck(caller: OrgCaller): Promise<void> {
     if (caller.kind !== "key") return;
-    const row = await this.organizations.liveKey(caller.organizationId, caller.identity);
-    if (!row) throw new MandateError("unknown_key", "The API key is unknown or revoked.");
-    if (row.organization_state !== "active") throw organizationSuspended();
+    admitted(await this.organizations.liveKey(caller.organizationId, caller.identity));
   }
 
   /** Whether `presented` is the operator key. Always false when MANDATE_OPERATOR_KEY is unset. */

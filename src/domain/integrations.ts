@@ -1,4 +1,3 @@
-import type { AgentStore } from "../storage/agents.js";
 import { CollisionError, NotFoundError } from "../storage/errors.js";
 import type { AdapterRow, ContractVersionRow, DeclaredFieldType, IntegrationRow, IntegrationStore } from "../storage/integrations.js";
 import { checkDeclaration, typesAllowedFor, type FieldDeclaration } from "../policy/field-types.js";
@@ -47,7 +46,6 @@ function fieldTypeErrors(resourcePath: string, bindings: Record<string, string>,
 export class Integrations {
   constructor(
     private readonly integrations: IntegrationStore,
-    private readonly agents: Pick<AgentStore, "certificateByKey">,
     private readonly onStateChange: (organizationId: string, integrationId: string, state: "active" | "inactive") => Promise<void> = async () => undefined,
   ) {}
 
@@ -171,9 +169,6 @@ export class Integrations {
     parsePublicKey(publicKey);
     if (!name.trim() || name.length > 200) throw validationFailed([{ field: "name", code: "required", message: "1..200 characters" }]);
     await this.get(caller, id);
-    if (await this.agents.certificateByKey(publicKey)) {
-      throw new MandateError("already_exists", "This key belongs to an agent; an adapter needs its own identity.");
-    }
     const adapterId = newId("adp");
     try {
       return await this.integrations.registerAdapter(
@@ -181,7 +176,7 @@ export class Integrations {
         { organizationId: caller.organizationId, kind: "adapter.registered", subjectId: adapterId, payload: { adapter_id: adapterId, integration_id: id, role, public_key: publicKey, by: caller.identity } },
       );
     } catch (err) {
-      // An agent registered with the key meanwhile: the database refuses it as the check above does.
+      // The database holds each key for one identity (migration 017), in the insert itself.
       if (err instanceof CollisionError && err.key === "public_key_held_by_certificate") {
         throw new MandateError("already_exists", "This key belongs to an agent; an adapter needs its own identity.");
       }
