@@ -107,6 +107,11 @@ function RecordMatch({ decision, record }: { decision: Decision; record: Evidenc
   );
 }
 
+/** Every record of the chain read so far after the decision's own, in order. */
+function chainRecords(chain: ReturnType<typeof useChainAfter>): EvidenceRecord[] {
+  return (chain.data?.pages ?? []).flatMap((p) => p.records);
+}
+
 /**
  * A resolved review's own signed records (each approval, then the resolution), found in the chain
  * after the decision's record, their signatures checked here and compared with the resolution the
@@ -115,7 +120,7 @@ function RecordMatch({ decision, record }: { decision: Decision; record: Evidenc
 function ResolutionRecords({ decision: d, record }: { decision: Decision; record: EvidenceRecord }) {
   const chain = useChainAfter(record.seq, true);
   const records = useMemo(
-    () => (chain.data?.pages ?? []).flatMap((p) => p.records).filter((r) => r.kind.startsWith("decision.") && r.subjectId === d.decisionId),
+    () => chainRecords(chain).filter((r) => r.kind.startsWith("decision.") && r.subjectId === d.decisionId),
     [chain.data, d.decisionId],
   );
   const resolved = records.find((r) => r.kind === "decision.resolved");
@@ -127,7 +132,7 @@ function ResolutionRecords({ decision: d, record }: { decision: Decision; record
   if (chain.error) text = "The review's records could not be read.";
   else if (jwks.error) text = "The review's records were not checked: the service's keys could not be read.";
   else if (!resolved) {
-    const read = (chain.data?.pages ?? []).reduce((n, p) => n + p.records.length, 0);
+    const read = chainRecords(chain).length;
     text = chain.isPending || chain.isFetchingNextPage ? "Looking for the review's signed records…" : `The resolution's record is not among the ${read} records read after the decision.`;
   }
   else if (!signatures) text = "Checking the review's signed records…";
@@ -168,8 +173,8 @@ function CapabilityCard({ decision: d, record }: { decision: Decision; record: E
   const id = useId();
   const possible = mayHaveCapability(d);
   const chain = useChainAfter(record.seq, possible);
-  const trail = capabilityTrail(d.decisionId, (chain.data?.pages ?? []).flatMap((p) => p.records));
-  const read = (chain.data?.pages ?? []).reduce((n, p) => n + p.records.length, 0);
+  const read = chainRecords(chain);
+  const trail = capabilityTrail(d.decisionId, read);
   const canRead = useCan("CAPABILITY_ISSUE");
   const capability = useCapability(trail.issued?.subjectId, canRead);
   let body;
@@ -182,7 +187,7 @@ function CapabilityCard({ decision: d, record }: { decision: Decision; record: E
   } else if (!trail.issued) {
     body = (
       <p className="empty" data-testid="capability-state">
-        {chain.hasNextPage ? `None issued in the ${read} records after the decision.` : "None issued yet."}
+        {chain.hasNextPage ? `None issued in the ${read.length} records after the decision.` : "None issued yet."}
       </p>
     );
   } else if (canRead && capability.error) {
